@@ -1,0 +1,213 @@
+"""The ``mmverify`` command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Score multimodal generations with per-task verifier programs.",
+)
+console = Console(stderr=True)
+stdout = Console()
+
+
+def _fail(message: str) -> None:
+    console.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(2)
+
+
+@app.command("tasks")
+def tasks_command(
+    as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON."),
+    group: Optional[str] = typer.Option(None, help="Only tasks of this modality group."),
+) -> None:
+    """List every MMMG task: id, name, modality, method, what it needs, and whether it is implemented."""
+    from .tasks.catalog import TASKS
+
+    entries = [t for t in TASKS if group is None or t.group == group]
+    if as_json:
+        payload = [
+            {
+                "id": t.id, "name": t.name, "group": t.group, "method": t.method, "needs": list(t.needs),
+                "sources": list(t.source_files), "implemented": t.implemented,
+            }
+            for t in entries
+        ]  # fmt: skip
+        stdout.print_json(json.dumps(payload))
+        return
+    table = Table(title=f"MMMG tasks ({sum(t.implemented for t in entries)}/{len(entries)} implemented)")
+    for column in ("id", "name", "group", "method", "needs", "status"):
+        table.add_column(column, overflow="fold")
+    for t in entries:
+        status = "[green]ready[/green]" if t.implemented else "[yellow]not implemented[/yellow]"
+        table.add_row(t.id, t.name, t.group, t.method, ", ".join(t.needs) or "—", status)
+    stdout.print(table)
+
+
+def _summary_table(summary: dict[str, Any]) -> Table:
+    table = Table(title="summary")
+    for column, justify in (("task", "left"), ("mean", "right"), ("95% CI", "left"), ("n", "right"), ("errors", "right")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for task, entry in summary["tasks"].items():
+        mean = "–" if entry["mean"] is None else f"{entry['mean']:.3f}"
+        ci = "–" if not entry["ci95"] else f"[{entry['ci95'][0]:.3f}, {entry['ci95'][1]:.3f}]"
+        table.add_row(task, mean, ci, str(entry["n"]), str(entry["n_error"]))
+    overall = summary["overall"]["mean"]
+    table.caption = f"overall (macro over tasks): {'–' if overall is None else f'{overall:.3f}'}"
+    return table
+
+
+@app.command("score")
+def score_command(
+    manifest: Path = typer.Argument(..., exists=True, dir_okay=False, help="Generation manifest (JSON Lines)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output folder (results.jsonl, summary.json)."),
+    instructions: Optional[Path] = typer.Option(None, help="Instruction set folder (<task>.jsonl, image/, audio/)."),
+    tasks: Optional[str] = typer.Option(None, help="Comma-separated task ids to score (others are skipped)."),
+    workers: int = typer.Option(1, min=1, help="1: in-process; N>1: N worker processes (hard per-item timeout)."),
+    timeout: float = typer.Option(300.0, min=0.0, help="Per-item time limit in seconds (0: none)."),
+    thresholds: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="Thresholds JSON from `calibrate`."),
+    data_root: Optional[Path] = typer.Option(None, help="Refuse media paths that resolve outside this folder."),
+    retry_errors: bool = typer.Option(False, help="Rescore rows that ended as errors in an earlier run."),
+    offline: bool = typer.Option(False, help="Never touch the network (sets HF_HUB_OFFLINE)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary table."),
+) -> None:
+    """Score MANIFEST into OUT; rerunning with the same OUT resumes where it stopped."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from .pipelines.score import ScoreConfig, count_lines, run_score
+    from .pipelines.thresholds import load_thresholds
+    from .tasks.catalog import CATALOG
+
+    if offline:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["MMVERIFY_OFFLINE"] = "1"
+    selected = None
+    if tasks:
+        selected = frozenset(t.strip() for t in tasks.split(",") if t.strip())
+        unknown = sorted(selected - set(CATALOG))
+        if unknown:
+            from .core.registry import UnknownIdError
+
+            _fail("; ".join(str(UnknownIdError("task", t, list(CATALOG))) for t in unknown))
+    if instructions is not None and not instructions.is_dir():
+        _fail(f"--instructions {instructions} is not a folder")
+    if data_root is not None and not data_root.is_dir():
+        _fail(f"--data-root {data_root} is not a folder")
+    try:
+        threshold_map = load_thresholds(thresholds) if thresholds else {}
+    except (ValueError, OSError) as exc:
+        _fail(f"--thresholds: {exc}")
+    config = ScoreConfig(
+        manifest=manifest,
+        out=out,
+        instructions=instructions,
+        tasks=selected,
+        workers=workers,
+        timeout=timeout or None,
+        thresholds=threshold_map,
+        data_root=data_root,
+        retry_errors=retry_errors,
+    )
+    try:
+        if quiet:
+            outcome = run_score(config)
+        else:
+            columns = (
+                TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+            )  # fmt: skip
+            with Progress(*columns, console=console, transient=False) as progress:
+                bar = progress.add_task("score", total=count_lines(manifest))
+                outcome = run_score(config, progress=lambda n: progress.advance(bar, n))
+    except ValueError as exc:  # e.g. a corrupt results file from another tool
+        _fail(str(exc))
+    if not quiet:
+        stdout.print(_summary_table(outcome.summary))
+        stats = outcome.plan
+        console.print(
+            f"{outcome.written} rows written to {outcome.results_path} "
+            f"({stats.skipped_done} already done, {stats.skipped_filtered} filtered); summary: {outcome.summary_path}"
+        )
+
+
+@app.command("import-mmmg")
+def import_mmmg_command(
+    output_dir: Path = typer.Argument(..., exists=True, file_okay=False, help="Official layout: <task>.jsonl + image/ + audio/."),
+    instructions: Path = typer.Option(..., exists=True, file_okay=False, help="Instruction set the outputs answer."),
+    samples: Optional[int] = typer.Option(None, min=1, help="Samples per instruction (inferred when omitted)."),
+    model: Optional[str] = typer.Option(None, help="Model name for the rows (default: the folder name)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write here (paths relative to it) instead of stdout."),
+) -> None:
+    """Convert the official MMMG output layout into a generation manifest."""
+    from .data.instructions import InstructionSet, InstructionSetError
+    from .data.mmmg_import import MMMGImporter, MMMGLayoutError
+
+    importer = MMMGImporter(
+        output_dir,
+        InstructionSet(instructions),
+        samples=samples,
+        model=model,
+        relative_to=output.resolve().parent if output else None,
+    )
+    sink = open(output, "w", encoding="utf-8") if output else sys.stdout
+    try:
+        for line in importer.lines():
+            sink.write(json.dumps(line, ensure_ascii=False) + "\n")
+    except (MMMGLayoutError, InstructionSetError) as exc:
+        _fail(str(exc))
+    finally:
+        if output:
+            sink.close()
+    report = importer.report
+    console.print(f"imported {report.lines} generations from {report.files} task files")
+    for name in report.skipped_files:
+        console.print(f"[yellow]skipped[/yellow] {name}: no instruction file of that name")
+    for warning in report.warnings[:20]:
+        console.print(f"[yellow]warning[/yellow] {warning}")
+
+
+@app.command("report")
+def report_command(
+    run_dir: Path = typer.Argument(..., exists=True, file_okay=False, help="A folder written by `mmverify score`."),
+) -> None:
+    """Render DIR/summary.json as Markdown (printed, and written to DIR/report.md)."""
+    from .pipelines.report import render_markdown
+
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        _fail(f"{path} not found; run `mmverify score` first")
+    text = render_markdown(json.loads(path.read_text(encoding="utf-8")))
+    (run_dir / "report.md").write_text(text, encoding="utf-8")
+    stdout.print(text, markup=False, highlight=False)
+
+
+@app.command("demo")
+def demo_command(
+    out: Path = typer.Option(Path("runs/demo"), "--out", "-o", help="Where to write the demo media and results."),
+) -> None:
+    """Generate a small example manifest (synthetic images and responses) and score it."""
+    from .demo import write_demo
+
+    manifest = write_demo(out)
+    console.print(f"wrote example manifest {manifest}")
+    score_command(
+        manifest=manifest, out=out / "run", instructions=None, tasks=None, workers=1, timeout=60.0,
+        thresholds=None, data_root=None, retry_errors=False, offline=True, quiet=False,
+    )  # fmt: skip
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

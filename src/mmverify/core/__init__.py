@@ -1,0 +1,1 @@
+"""Types, registry, safe media I/O, hashing and settings shared by every layer."""

@@ -1,0 +1,164 @@
+"""The one place where media bytes become arrays.
+
+Every image and audio clip goes through here, so size limits, decode errors and normalisation are
+handled once: images come back as ``uint8`` RGB arrays of shape ``(H, W, 3)``; audio as mono
+``float32`` in [-1, 1] at the requested sample rate.  Problems raise :class:`MediaError` with a
+typed ``reason`` (the caller decides whether that is the generator's fault or the user's).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import warnings
+from dataclasses import dataclass
+from math import gcd
+from pathlib import Path
+from typing import Union
+
+import numpy as np
+
+MediaSource = Union[str, "os.PathLike[str]", bytes]
+
+
+class MediaReason:
+    MISSING = "media_missing"
+    EMPTY = "media_empty"
+    TOO_LARGE = "media_too_large"
+    UNDECODABLE = "media_undecodable"
+    INVALID_SAMPLES = "media_invalid_samples"
+
+
+class MediaError(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True)
+class MediaLimits:
+    """Bounds that keep one bad file from exhausting memory."""
+
+    max_bytes: int = 256 * 1024 * 1024
+    max_pixels: int = 40_000_000  # ~ 6300 x 6300; decompression bombs stop at the header
+    max_seconds: float = 30 * 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_bytes <= 0 or self.max_pixels <= 0 or self.max_seconds <= 0:
+            raise ValueError("media limits must be positive")
+
+
+DEFAULT_LIMITS = MediaLimits()
+
+
+def read_bytes(source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> bytes:
+    """Read a file (or pass bytes through) enforcing the byte limit."""
+    if isinstance(source, bytes):
+        data = source
+    else:
+        path = Path(source)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise MediaError(MediaReason.MISSING, f"no such file: {path}") from None
+        if size > limits.max_bytes:
+            raise MediaError(MediaReason.TOO_LARGE, f"{path} is {size} bytes (limit {limits.max_bytes})")
+        data = path.read_bytes()
+    if not data:
+        raise MediaError(MediaReason.EMPTY, "zero-length media")
+    if len(data) > limits.max_bytes:
+        raise MediaError(MediaReason.TOO_LARGE, f"{len(data)} bytes (limit {limits.max_bytes})")
+    return data
+
+
+def _to_rgb(image: "PIL.Image.Image") -> np.ndarray:  # noqa: F821
+    from PIL import Image
+
+    mode = image.mode
+    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
+        # 16/32-bit grayscale: scale to 8 bits instead of clipping at 255
+        wide = np.asarray(image, dtype=np.float64)
+        top = 65535.0 if mode.startswith("I;16") or wide.max(initial=0) > 255 else 255.0
+        gray = np.clip(np.round(wide * (255.0 / top)), 0, 255).astype(np.uint8)
+        return np.repeat(gray[:, :, None], 3, axis=2)
+    if mode == "F":
+        gray = np.clip(np.nan_to_num(np.asarray(image, dtype=np.float64)), 0.0, 255.0).astype(np.uint8)
+        return np.repeat(gray[:, :, None], 3, axis=2)
+    if mode == "P" and "transparency" in image.info:
+        image = image.convert("RGBA")
+    if image.mode != "RGB":
+        # Alpha is dropped, as a plain RGB conversion does: the colour channels are what was drawn.
+        image = image.convert("RGB")
+    return np.asarray(image, dtype=np.uint8)
+
+
+def load_image(source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> np.ndarray:
+    """Decode an image to a C-contiguous ``uint8`` array ``(H, W, 3)``; first frame of animations."""
+    from PIL import Image, UnidentifiedImageError
+
+    data = read_bytes(source, limits)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data))
+            width, height = image.size
+            if width <= 0 or height <= 0:
+                raise MediaError(MediaReason.UNDECODABLE, f"invalid image size {width}x{height}")
+            if width * height > limits.max_pixels:
+                raise MediaError(
+                    MediaReason.TOO_LARGE, f"{width}x{height} pixels (limit {limits.max_pixels})"
+                )
+            image.seek(0)
+            image.load()
+            array = _to_rgb(image)
+    except MediaError:
+        raise
+    except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise MediaError(MediaReason.UNDECODABLE, f"not a decodable image ({exc})") from None
+    except (OSError, ValueError, SyntaxError, EOFError) as exc:  # truncated or corrupt payloads
+        raise MediaError(MediaReason.UNDECODABLE, f"corrupt image data ({exc})") from None
+    return np.ascontiguousarray(array)
+
+
+def resample(signal: np.ndarray, orig_sr: int, target_sr: int) -> np.ndarray:
+    """Deterministic polyphase resampling (no dependence on optional resampler backends)."""
+    if orig_sr == target_sr:
+        return signal
+    from scipy.signal import resample_poly
+
+    divisor = gcd(orig_sr, target_sr)
+    return resample_poly(signal, target_sr // divisor, orig_sr // divisor).astype(np.float32)
+
+
+def load_audio(
+    source: MediaSource, sample_rate: int | None = None, limits: MediaLimits = DEFAULT_LIMITS
+) -> tuple[np.ndarray, int]:
+    """Decode audio to mono ``float32``; resample to ``sample_rate`` when given."""
+    import soundfile as sf
+
+    data = read_bytes(source, limits)
+    try:
+        with sf.SoundFile(io.BytesIO(data)) as handle:
+            native_sr = int(handle.samplerate)
+            if native_sr <= 0:
+                raise MediaError(MediaReason.UNDECODABLE, f"invalid sample rate {native_sr}")
+            if handle.frames > limits.max_seconds * native_sr:
+                raise MediaError(
+                    MediaReason.TOO_LARGE,
+                    f"{handle.frames / native_sr:.1f} s of audio (limit {limits.max_seconds:.0f} s)",
+                )
+            samples = handle.read(dtype="float32", always_2d=True)
+    except MediaError:
+        raise
+    except (sf.LibsndfileError, RuntimeError, ValueError, TypeError) as exc:
+        raise MediaError(MediaReason.UNDECODABLE, f"not decodable audio ({exc})") from None
+    if samples.shape[0] == 0:
+        raise MediaError(MediaReason.EMPTY, "audio has no samples")
+    if not np.isfinite(samples).all():
+        raise MediaError(MediaReason.INVALID_SAMPLES, "audio contains NaN or infinite samples")
+    mono = samples.mean(axis=1, dtype=np.float32)
+    if sample_rate is not None and sample_rate != native_sr:
+        mono = resample(mono, native_sr, sample_rate)
+        native_sr = sample_rate
+    return np.ascontiguousarray(mono, dtype=np.float32), native_sr

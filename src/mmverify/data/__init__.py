@@ -1,0 +1,1 @@
+"""Readers for instruction sets, generation manifests and the official MMMG output layout."""

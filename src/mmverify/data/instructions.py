@@ -1,0 +1,74 @@
+"""Instruction sets in the official layout: ``<dir>/<task>.jsonl`` plus ``image/`` and ``audio/``.
+
+An instance is addressed as ``<file stem>/<0-based line index>``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import ErrorCode, ScoringError
+from ..core.types import Instance
+
+
+class InstructionSetError(ValueError):
+    """A task file that cannot be read (bad JSON, not an object per line)."""
+
+
+def read_jsonl_objects(path: Path) -> list[dict[str, Any]]:
+    """Read a JSON Lines file of objects; blank lines are skipped but still count as lines."""
+    rows: list[dict[str, Any]] = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InstructionSetError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise InstructionSetError(f"{path}:{number}: expected a JSON object")
+            rows.append(row)
+    return rows
+
+
+class InstructionSet:
+    """Lazily loaded task files of one instruction folder."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise FileNotFoundError(f"instruction folder not found: {self.root}")
+        self._rows: dict[str, list[dict[str, Any]]] = {}
+
+    def sources(self) -> list[str]:
+        """Stems of the task files present."""
+        return sorted(p.stem for p in self.root.glob("*.jsonl"))
+
+    def rows(self, source: str) -> list[dict[str, Any]]:
+        if source not in self._rows:
+            path = self.root / f"{source}.jsonl"
+            if not path.is_file():
+                raise FileNotFoundError(f"no instruction file {path.name} in {self.root}")
+            self._rows[source] = read_jsonl_objects(path)
+        return self._rows[source]
+
+    def instance(self, instance_id: str) -> Instance:
+        """Resolve ``<source>/<index>``; unknown ids raise ``ScoringError(unknown_instance)``."""
+        source, _, index_text = instance_id.rpartition("/")
+        if not source or not index_text.isdigit():
+            raise ScoringError(ErrorCode.UNKNOWN_INSTANCE, f"instance id {instance_id!r} is not '<task>/<index>'")
+        try:
+            rows = self.rows(source)
+        except FileNotFoundError as exc:
+            raise ScoringError(ErrorCode.UNKNOWN_INSTANCE, str(exc)) from None
+        except InstructionSetError as exc:
+            raise ScoringError(ErrorCode.INVALID_INSTANCE, str(exc)) from None
+        index = int(index_text)
+        if index >= len(rows):
+            raise ScoringError(
+                ErrorCode.UNKNOWN_INSTANCE, f"{instance_id}: {source}.jsonl has only {len(rows)} instructions"
+            )
+        return Instance(id=instance_id, data=rows[index], source=source, media_dir=self.root)

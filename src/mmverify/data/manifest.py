@@ -1,0 +1,120 @@
+"""Generation manifests: one JSON object per line (see README, "Manifest format").
+
+Parsing is strict and total: every problem with a line raises :class:`ManifestError`, which the
+pipeline turns into one ``malformed_line`` error row while the run goes on.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..core.types import PART_TYPES, Generation, Part
+
+MAX_LINE_BYTES = 64 * 1024 * 1024  # inline base64 media can make lines long, but not unbounded
+
+
+class ManifestError(ValueError):
+    pass
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise ManifestError(message)
+
+
+def parse_part(raw: Any, index: int) -> Part:
+    _expect(isinstance(raw, dict), f"parts[{index}] must be an object")
+    kind = raw.get("type")
+    _expect(kind in PART_TYPES, f"parts[{index}].type must be one of {', '.join(PART_TYPES)}")
+    if kind == "text":
+        _expect(isinstance(raw.get("text"), str), f"parts[{index}].text must be a string")
+        return Part(type="text", text=raw["text"])
+    path, data = raw.get("path"), raw.get("data")
+    _expect((path is None) != (data is None), f"parts[{index}] needs exactly one of 'path' or 'data'")
+    if path is not None:
+        _expect(isinstance(path, str) and path != "" and "\x00" not in path, f"parts[{index}].path must be a non-empty string")
+        return Part(type=kind, path=path)
+    _expect(isinstance(data, str), f"parts[{index}].data must be a base64 string")
+    try:
+        payload = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise ManifestError(f"parts[{index}].data is not valid base64") from None
+    return Part(type=kind, data=payload)
+
+
+def parse_generation(raw: Any, line: int = 0) -> Generation:
+    """Validate one decoded manifest object."""
+    _expect(isinstance(raw, dict), "a manifest line must be a JSON object")
+    task = raw.get("task")
+    _expect(isinstance(task, str) and task.strip() != "", "'task' must be a non-empty string")
+    instance = raw.get("instance")
+    _expect(instance is None or isinstance(instance, dict), "'instance' must be an object when given")
+    instance_id = raw.get("instance_id")
+    if instance_id is None:
+        _expect(instance is not None, "'instance_id' is required unless an inline 'instance' is given")
+        instance_id = f"{task}/line-{line}"
+    _expect(isinstance(instance_id, str) and instance_id != "", "'instance_id' must be a non-empty string")
+    sample = raw.get("sample", 0)
+    _expect(isinstance(sample, int) and not isinstance(sample, bool) and sample >= 0, "'sample' must be an integer >= 0")
+    model = raw.get("model")
+    _expect(model is None or isinstance(model, str), "'model' must be a string when given")
+    parts = raw.get("parts")
+    _expect(isinstance(parts, list), "'parts' must be a list")
+    return Generation(
+        task=task.strip(),
+        instance_id=instance_id,
+        parts=tuple(parse_part(p, i) for i, p in enumerate(parts)),
+        sample=sample,
+        model=model,
+        instance=instance,
+        line=line,
+    )
+
+
+def parse_line(text: str, line: int = 0) -> Generation:
+    """Decode and validate one manifest line."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise ManifestError("invalid JSON: nested too deeply") from None
+    return parse_generation(raw, line)
+
+
+def iter_manifest_lines(path: Path) -> Iterator[tuple[int, str | None]]:
+    """``(line number, text)`` for every non-blank line; ``None`` for a line over MAX_LINE_BYTES.
+
+    Undecodable bytes are replaced rather than fatal: the line then fails JSON or path checks alone.
+    """
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if len(raw) > MAX_LINE_BYTES:
+                yield number, None
+                continue
+            text = raw.decode("utf-8", errors="replace")
+            if text.strip():
+                yield number, text
+
+
+class PathPolicyError(ValueError):
+    pass
+
+
+def resolve_media_path(path: str, base_dir: Path, data_root: Path | None) -> Path:
+    """Resolve a manifest path; refuse paths (or symlinks) escaping ``data_root`` when one is set."""
+    candidate = Path(path)
+    if not candidate.is_absolute():
+        candidate = base_dir / candidate
+    if data_root is None:
+        return candidate
+    root = Path(os.path.realpath(data_root))
+    real = Path(os.path.realpath(candidate))
+    if real != root and root not in real.parents:
+        raise PathPolicyError(f"{path!r} resolves outside the data root {root}")
+    return real

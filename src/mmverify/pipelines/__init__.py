@@ -1,0 +1,1 @@
+"""Orchestration: planning and executing score runs, resumable results, summaries, reports."""

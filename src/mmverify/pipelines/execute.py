@@ -1,0 +1,230 @@
+"""Executors: score work items in-process or in a pool of worker processes, emitting rows in order.
+
+* ``LocalExecutor`` (``--workers 1``) scores in this process; the per-item timeout interrupts Python
+  code through ``SIGALRM`` (main thread only).
+* ``ProcessExecutor`` (``--workers N``) keeps N worker processes; an item over its time limit has its
+  worker killed and replaced, so even a hang inside native code cannot stall the run, and a worker
+  that dies (segfault, out of memory) costs one ``worker_crashed`` row, not the run.
+
+Both emit rows in plan order whatever the completion order, so results are identical for any N.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import threading
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any, Iterable, Iterator, Union
+
+from ..core.errors import ErrorCode, GenerationFault, ScoringError
+from ..core.types import Check
+from ..tasks.catalog import TASK_REGISTRY
+from ..tasks.response import Response
+from .plan import WorkItem
+from .results import make_row
+
+Planned = Union[WorkItem, dict]
+_TASKS: dict[str, Any] = {}
+
+
+class ItemTimeout(Exception):
+    pass
+
+
+def _passed(item: WorkItem, task: Any, check: Check) -> bool | None:
+    if item.threshold is not None:
+        return item.threshold.passes(check)
+    if check.passed is not None:
+        return check.passed
+    return check.score >= 1.0 if task.binary else None
+
+
+def _row(item: WorkItem, **fields: Any) -> dict[str, Any]:
+    return make_row(
+        task=item.task,
+        instance_id=item.instance_id,
+        sample=item.sample,
+        model=item.model,
+        key=item.key,
+        line=item.line,
+        verifier=item.verifier,
+        **fields,
+    )
+
+
+def error_row(item: WorkItem, code: str, message: str) -> dict[str, Any]:
+    return _row(item, error_code=code, error_message=message)
+
+
+def score_item(item: WorkItem) -> dict[str, Any]:
+    """Score one item; every outcome is a row (never raises, except for timeouts and interrupts)."""
+    try:
+        if item.task not in _TASKS:
+            _TASKS[item.task] = TASK_REGISTRY.get(item.task)()
+        task = _TASKS[item.task]
+        check = task.score(item.instance, Response(item.parts, item.limits))
+        return _row(item, check=check, passed=_passed(item, task, check))
+    except GenerationFault as fault:
+        evidence = dict(fault.evidence)
+        if fault.message:
+            evidence["message"] = fault.message
+        check = Check.fail(fault.reason, **evidence)
+        return _row(item, check=check, passed=False)
+    except ScoringError as exc:
+        return error_row(item, exc.code, exc.message)
+    except (ItemTimeout, KeyboardInterrupt):
+        raise
+    except MemoryError:
+        return error_row(item, ErrorCode.INTERNAL, "out of memory while scoring this item")
+    except Exception as exc:  # a scorer bug must cost one row, not the run
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        message = f"{type(exc).__name__}: {exc} (at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})"
+        return error_row(item, ErrorCode.INTERNAL, message)
+
+
+@contextmanager
+def _alarm(seconds: float | None) -> Iterator[None]:
+    usable = seconds and threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise ItemTimeout()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, float(seconds))  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _timeout_row(item: WorkItem, seconds: float | None) -> dict[str, Any]:
+    return error_row(item, ErrorCode.TIMEOUT, f"scoring took longer than {seconds:g} s")
+
+
+@dataclass
+class LocalExecutor:
+    timeout: float | None = None
+
+    def run(self, planned: Iterable[Planned]) -> Iterator[dict[str, Any]]:
+        for entry in planned:
+            if isinstance(entry, dict):
+                yield entry
+                continue
+            try:
+                with _alarm(self.timeout):
+                    row = score_item(entry)
+            except ItemTimeout:
+                row = _timeout_row(entry, self.timeout)
+            yield row
+
+
+def _worker_main(conn: Connection) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        seq, item = message
+        conn.send((seq, score_item(item)))
+
+
+class _Worker:
+    def __init__(self, context: Any) -> None:
+        self.conn, child = context.Pipe(duplex=True)
+        self.process = context.Process(target=_worker_main, args=(child,), daemon=True)
+        self.process.start()
+        child.close()
+        self.job: tuple[int, WorkItem, float] | None = None
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join(timeout=5)
+        self.conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except (BrokenPipeError, OSError):
+            pass
+        self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout=5)
+        self.conn.close()
+
+
+@dataclass
+class ProcessExecutor:
+    workers: int = 2
+    timeout: float | None = None
+    max_pending: int = 256  # rows held for reordering before intake pauses (bounds memory)
+
+    def run(self, planned: Iterable[Planned]) -> Iterator[dict[str, Any]]:
+        context = multiprocessing.get_context("spawn")
+        pool = [_Worker(context) for _ in range(self.workers)]
+        source = iter(planned)
+        done: dict[int, dict[str, Any]] = {}
+        next_out = 0
+        next_in = 0
+        exhausted = False
+        try:
+            while True:
+                # intake: immediate rows go straight to the reorder buffer, items to idle workers
+                while not exhausted and len(done) < self.max_pending and any(w.job is None for w in pool):
+                    entry = next(source, None)
+                    if entry is None:
+                        exhausted = True
+                        break
+                    seq, next_in = next_in, next_in + 1
+                    if isinstance(entry, dict):
+                        done[seq] = entry
+                        continue
+                    worker = next(w for w in pool if w.job is None)
+                    deadline = time.monotonic() + self.timeout if self.timeout else float("inf")
+                    worker.conn.send((seq, entry))
+                    worker.job = (seq, entry, deadline)
+                while next_out in done:
+                    yield done.pop(next_out)
+                    next_out += 1
+                busy = [w for w in pool if w.job is not None]
+                if not busy:
+                    if exhausted:
+                        break
+                    continue
+                nearest = min(w.job[2] for w in busy)  # type: ignore[index]
+                wait_for = None if nearest == float("inf") else max(0.0, nearest - time.monotonic())
+                ready = wait([w.conn for w in busy], timeout=wait_for)
+                for index, worker in enumerate(pool):
+                    if worker.job is None:
+                        continue
+                    seq, item, deadline = worker.job
+                    if worker.conn in ready:
+                        try:
+                            got_seq, row = worker.conn.recv()
+                            assert got_seq == seq
+                            done[seq] = row
+                            worker.job = None
+                            continue
+                        except (EOFError, OSError):
+                            done[seq] = error_row(item, ErrorCode.WORKER_CRASHED, "the worker process died while scoring this item")
+                    elif time.monotonic() >= deadline:
+                        done[seq] = _timeout_row(item, self.timeout)
+                    else:
+                        continue
+                    worker.kill()
+                    pool[index] = _Worker(context)
+        finally:
+            for worker in pool:
+                worker.stop()

@@ -1,0 +1,222 @@
+"""Planning: manifest line -> work item (picklable) or an immediate error row, plus its key.
+
+Everything that can go wrong before scoring (bad JSON, unknown task, unknown instance, missing file,
+path outside the data root) is decided here, in manifest order, so the worker only scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..core.errors import ErrorCode, ScoringError
+from ..core.hashing import FileDigests, digest_of, sha256_bytes
+from ..core.media import DEFAULT_LIMITS, MediaLimits
+from ..core.registry import UnknownIdError
+from ..core.types import Generation, Instance
+from ..data.instructions import InstructionSet
+from ..data.manifest import ManifestError, PathPolicyError, parse_line, resolve_media_path
+from ..tasks.catalog import TASK_REGISTRY, task_info
+from ..tasks.response import ResolvedPart
+from .results import make_row
+from .thresholds import Threshold
+
+KEY_SCHEME = "mmverify-key/1"
+_INSTANCE_MEDIA_FIELDS = {"image_list": "image", "ref_image_list": "image", "audio_list": "audio"}
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """Everything a worker needs to score one generation (no open files, no models)."""
+
+    task: str
+    instance: Instance
+    parts: tuple[ResolvedPart, ...]
+    instance_id: str
+    sample: int
+    model: str | None
+    line: int
+    key: str
+    verifier: str
+    threshold: Threshold | None = None
+    limits: MediaLimits = DEFAULT_LIMITS
+
+
+@dataclass
+class PlanStats:
+    lines: int = 0
+    skipped_done: int = 0
+    skipped_filtered: int = 0
+    immediate_errors: int = 0
+
+
+@dataclass
+class Planner:
+    manifest_dir: Path
+    instructions: InstructionSet | None = None
+    data_root: Path | None = None
+    tasks: frozenset[str] | None = None  # only these task ids (None: all)
+    thresholds: Mapping[str, Threshold] = field(default_factory=dict)
+    limits: MediaLimits = DEFAULT_LIMITS
+
+    def __post_init__(self) -> None:
+        self._digests = FileDigests()
+        self._task_objects: dict[str, Any] = {}
+        self.stats = PlanStats()
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _task(self, task_id: str) -> Any:
+        if task_id not in self._task_objects:
+            self._task_objects[task_id] = TASK_REGISTRY.get(task_id)()
+        return self._task_objects[task_id]
+
+    def _instance(self, generation: Generation, source: str) -> Instance:
+        if generation.instance is not None:
+            media_dir = self.instructions.root if self.instructions else self.manifest_dir
+            return Instance(id=generation.instance_id, data=generation.instance, source=source, media_dir=media_dir)
+        if self.instructions is None:
+            raise ScoringError(
+                ErrorCode.UNKNOWN_INSTANCE,
+                f"{generation.instance_id}: no inline 'instance' and no --instructions folder given",
+            )
+        instance = self.instructions.instance(generation.instance_id)
+        info = task_info(generation.task)
+        if instance.source not in info.source_files:
+            raise ScoringError(
+                ErrorCode.UNKNOWN_INSTANCE,
+                f"{generation.instance_id} is not an instance of {generation.task} "
+                f"(its instructions are in {', '.join(f + '.jsonl' for f in info.source_files)})",
+            )
+        if not info.accepts(instance.data):
+            raise ScoringError(
+                ErrorCode.INVALID_INSTANCE, f"{generation.instance_id} has no '{info.select}' field for {info.id}"
+            )
+        return instance
+
+    def _resolve_parts(self, generation: Generation) -> tuple[tuple[ResolvedPart, ...], list[Any]]:
+        resolved: list[ResolvedPart] = []
+        fingerprint: list[Any] = []
+        for part in generation.parts:
+            if part.type == "text":
+                resolved.append(ResolvedPart("text", text=part.text or ""))
+                fingerprint.append(["text", part.text])
+            elif part.data is not None:
+                resolved.append(ResolvedPart(part.type, media=part.data, label="inline"))
+                fingerprint.append([part.type, sha256_bytes(part.data)])
+            else:
+                assert part.path is not None
+                try:
+                    path = resolve_media_path(part.path, self.manifest_dir, self.data_root)
+                except PathPolicyError as exc:
+                    raise ScoringError(ErrorCode.PATH_OUTSIDE_ROOT, str(exc)) from None
+                if not path.is_file():
+                    raise ScoringError(ErrorCode.MISSING_MEDIA, f"{part.type} file not found: {part.path}")
+                resolved.append(ResolvedPart(part.type, media=path, label=part.path))
+                fingerprint.append([part.type, self._digests(path)])
+        return tuple(resolved), fingerprint
+
+    def _instance_media_fingerprint(self, instance: Instance) -> list[Any]:
+        """Digests of the instance's own media (edit sources, reference views) that exist."""
+        prints: list[Any] = []
+        for name, kind in sorted(_INSTANCE_MEDIA_FIELDS.items()):
+            indices = instance.data.get(name)
+            if not isinstance(indices, list):
+                continue
+            for index in indices:
+                path = instance.media_path(kind, index) if isinstance(index, int) else None
+                prints.append([name, index, self._digests(path) if path and path.is_file() else None])
+        return prints
+
+    # -- planning --------------------------------------------------------------------------------
+    def plan(self, line: int, text: str | None) -> WorkItem | dict[str, Any] | None:
+        """A work item, an immediate error row, or None when ``--tasks`` filters the line out."""
+        self.stats.lines += 1
+        if text is None:
+            return self._error_row(line, None, "?", "?", ErrorCode.MALFORMED_LINE, "line exceeds the size limit")
+        try:
+            generation = parse_line(text, line)
+        except ManifestError as exc:
+            return self._error_row(line, text, "?", "?", ErrorCode.MALFORMED_LINE, str(exc))
+        if self.tasks is not None and generation.task not in self.tasks:
+            self.stats.skipped_filtered += 1
+            return None
+        try:
+            info = task_info(generation.task)
+        except UnknownIdError as exc:
+            return self._error_row(line, text, generation.task, generation.instance_id, ErrorCode.UNKNOWN_TASK, str(exc), generation)
+        if not info.implemented:
+            message = f"{info.id} ({info.name}) is not implemented yet; `mmverify tasks` shows what is"
+            return self._error_row(line, text, info.id, generation.instance_id, ErrorCode.NOT_IMPLEMENTED, message, generation)
+        task = self._task(info.id)
+        threshold = self.thresholds.get(info.id)
+        base = [KEY_SCHEME, task.verifier_id, dict(task.params()), threshold.as_dict() if threshold else None]
+        try:
+            instance = self._instance(generation, info.source_files[0])
+            parts, fingerprint = self._resolve_parts(generation)
+        except ScoringError as exc:
+            # the key still identifies the generation, so fixing the input yields a new key and a rescore
+            key = digest_of(*base, "unresolved", exc.code, text)
+            return self._row(generation, key, task.verifier_id, exc.code, exc.message)
+        key = digest_of(
+            *base,
+            generation.instance_id,
+            dict(instance.data),
+            self._instance_media_fingerprint(instance),
+            generation.sample,
+            generation.model,
+            fingerprint,
+        )
+        return WorkItem(
+            task=info.id,
+            instance=instance,
+            parts=parts,
+            instance_id=generation.instance_id,
+            sample=generation.sample,
+            model=generation.model,
+            line=line,
+            key=key,
+            verifier=task.verifier_id,
+            threshold=threshold,
+            limits=self.limits,
+        )
+
+    def _row(self, generation: Generation, key: str, verifier: str | None, code: str, message: str) -> dict[str, Any]:
+        self.stats.immediate_errors += 1
+        return make_row(
+            task=generation.task,
+            instance_id=generation.instance_id,
+            sample=generation.sample,
+            model=generation.model,
+            key=key,
+            line=generation.line,
+            verifier=verifier,
+            error_code=code,
+            error_message=message,
+        )
+
+    def _error_row(
+        self,
+        line: int,
+        text: str | None,
+        task: str,
+        instance_id: str,
+        code: str,
+        message: str,
+        generation: Generation | None = None,
+    ) -> dict[str, Any]:
+        key = digest_of(KEY_SCHEME, "unresolved", code, line, text)
+        if generation is not None:
+            return self._row(generation, key, None, code, message)
+        self.stats.immediate_errors += 1
+        return make_row(
+            task=task,
+            instance_id=instance_id,
+            sample=0,
+            model=None,
+            key=key,
+            line=line,
+            verifier=None,
+            error_code=code,
+            error_message=message,
+        )

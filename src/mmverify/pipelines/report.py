@@ -1,0 +1,43 @@
+"""Render a summary as Markdown (tables people can paste into a paper or a PR)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _ci(ci: list[float] | None) -> str:
+    return "–" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def render_markdown(summary: Mapping[str, Any], title: str = "mmverify results") -> str:
+    lines = [f"# {title}", ""]
+    overall = summary.get("overall", {})
+    lines += [
+        f"Overall (macro over tasks): **{_fmt(overall.get('mean'))}** "
+        f"— {overall.get('tasks_scored', 0)} of {overall.get('tasks_total', 0)} tasks scored; "
+        f"{summary.get('n', 0)} generations, {summary.get('n_error', 0)} errors.",
+        "",
+        "| group | mean | tasks scored |",
+        "|---|---:|---:|",
+    ]
+    for group, entry in summary.get("groups", {}).items():
+        lines.append(f"| {group} | {_fmt(entry['mean'])} | {entry['tasks_scored']}/{entry['tasks_total']} |")
+    lines += [
+        "",
+        "| task | group | mean | 95% CI | pass rate | n | scored | errors | notes |",
+        "|---|---|---:|---|---:|---:|---:|---:|---|",
+    ]
+    for task, entry in summary.get("tasks", {}).items():
+        notes = ", ".join(f"{k}×{v}" for k, v in {**entry.get("errors", {}), **entry.get("reasons", {})}.items())
+        lines.append(
+            f"| {task} | {entry.get('group') or '?'} | {_fmt(entry['mean'])} | {_ci(entry.get('ci95'))} | "
+            f"{_fmt(entry.get('pass_rate'), 2)} | {entry['n']} | {entry['n_scored']} | {entry['n_error']} | {notes} |"
+        )
+    boot = summary.get("bootstrap")
+    if boot:
+        lines += ["", f"CIs: {boot['method']}, {boot['resamples']} resamples, seed {boot['seed']}."]
+    return "\n".join(lines) + "\n"

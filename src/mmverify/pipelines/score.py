@@ -1,0 +1,136 @@
+"""``mmverify score``: plan, skip what is done, execute, append rows in order, summarise."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from .. import __version__
+from ..core.media import DEFAULT_LIMITS, MediaLimits
+from ..data.instructions import InstructionSet
+from ..data.manifest import iter_manifest_lines
+from .execute import LocalExecutor, Planned, ProcessExecutor
+from .plan import Planner, PlanStats
+from .results import ResultsFile, latest_rows
+from .summary import summarize, write_summary
+from .thresholds import Threshold
+
+SYNC_INTERVAL_S = 1.0
+
+
+@dataclass
+class ScoreConfig:
+    manifest: Path
+    out: Path
+    instructions: Path | None = None
+    tasks: frozenset[str] | None = None
+    workers: int = 1
+    timeout: float | None = 300.0
+    thresholds: Mapping[str, Threshold] = field(default_factory=dict)
+    data_root: Path | None = None
+    retry_errors: bool = False
+    limits: MediaLimits = DEFAULT_LIMITS
+    bootstrap_seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError("workers must be >= 1")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError("timeout must be positive")
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "manifest": str(self.manifest),
+            "instructions": str(self.instructions) if self.instructions else None,
+            "tasks": sorted(self.tasks) if self.tasks else None,
+            "workers": self.workers,
+            "timeout_s": self.timeout,
+            "data_root": str(self.data_root) if self.data_root else None,
+            "thresholds": {task: t.as_dict() for task, t in sorted(self.thresholds.items())},
+        }
+
+
+@dataclass
+class ScoreOutcome:
+    written: int
+    plan: PlanStats
+    results_path: Path
+    summary_path: Path
+    summary: dict[str, Any]
+
+
+def count_lines(path: Path) -> int:
+    return sum(1 for _ in iter_manifest_lines(path))
+
+
+def run_score(config: ScoreConfig, progress: Any = None) -> ScoreOutcome:
+    """Score a manifest into ``config.out``; resumes from rows already there."""
+    started = datetime.now(timezone.utc)
+    results = ResultsFile(config.out / "results.jsonl")
+    existing = results.load()
+    done = {row["key"] for row in existing if not (config.retry_errors and row.get("status") == "error")}
+    planner = Planner(
+        manifest_dir=config.manifest.resolve().parent,
+        instructions=InstructionSet(config.instructions) if config.instructions else None,
+        data_root=config.data_root,
+        tasks=config.tasks,
+        thresholds=config.thresholds,
+        limits=config.limits,
+    )
+
+    def planned() -> Iterator[Planned]:
+        for line, text in iter_manifest_lines(config.manifest):
+            entry = planner.plan(line, text)
+            if entry is None:
+                continue
+            key = entry["key"] if isinstance(entry, dict) else entry.key
+            if key in done:
+                planner.stats.skipped_done += 1
+                if progress is not None:
+                    progress(1)
+                continue
+            done.add(key)  # a duplicate line later in the manifest is skipped, not rescored
+            yield entry
+
+    executor = (
+        LocalExecutor(config.timeout)
+        if config.workers == 1
+        else ProcessExecutor(workers=config.workers, timeout=config.timeout)
+    )
+    written = 0
+    last_sync = time.monotonic()
+    with results:
+        for row in executor.run(planned()):
+            now = time.monotonic()
+            sync = now - last_sync >= SYNC_INTERVAL_S
+            written += results.append([row], sync=sync)
+            if sync:
+                last_sync = now
+            if progress is not None:
+                progress(1)
+        results.sync()
+
+    rows = results.load()
+    if config.retry_errors:
+        rows = _drop_superseded_errors(rows)
+        results.rewrite(rows)
+    summary = summarize(
+        latest_rows(rows),
+        config=config.describe(),
+        started=started,
+        finished=datetime.now(timezone.utc),
+        seed=config.bootstrap_seed,
+    )
+    summary["run"] = {"package_version": __version__, "written": written, **planner.stats.__dict__}
+    summary_path = config.out / "summary.json"
+    write_summary(summary, summary_path)
+    return ScoreOutcome(written, planner.stats, results.path, summary_path, summary)
+
+
+def _drop_superseded_errors(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Keep one row per key: an error row is dropped when a later row has the same key."""
+    last_index = {row["key"]: i for i, row in enumerate(rows)}
+    return [row for i, row in enumerate(rows) if row.get("status") != "error" or last_index[row["key"]] == i]

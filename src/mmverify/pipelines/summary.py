@@ -1,0 +1,165 @@
+"""summary.json: per-task means with cluster-bootstrap CIs, per-group and overall macro means.
+
+Confidence intervals resample *instructions* (all samples of one instruction move together),
+percentile method, seeded per task so adding a task never changes another task's interval.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections import Counter, defaultdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .. import __version__
+from ..core.types import MODALITY_GROUPS
+from ..tasks.catalog import CATALOG
+
+SUMMARY_SCHEMA_VERSION = 1
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def cluster_bootstrap_ci(
+    clusters: Mapping[str, Sequence[float]],
+    *,
+    strata: Mapping[str, str] | None = None,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    level: float = 0.95,
+    rng: np.random.Generator,
+) -> tuple[float, float] | None:
+    """Percentile CI of the mean, resampling clusters with replacement.
+
+    With ``strata`` (cluster -> stratum), clusters are resampled within each stratum and the
+    statistic is the mean of the stratum means (equal weight per stratum).
+    """
+    if not clusters:
+        return None
+    groups: dict[str, list[str]] = defaultdict(list)
+    for name in sorted(clusters):
+        groups[strata[name] if strata else ""].append(name)
+    stratum_stats = []
+    for stratum in sorted(groups):
+        names = groups[stratum]
+        sums = np.array([float(np.sum(clusters[n])) for n in names])
+        counts = np.array([len(clusters[n]) for n in names], dtype=np.float64)
+        picks = rng.integers(0, len(names), size=(resamples, len(names)))
+        stratum_stats.append(sums[picks].sum(axis=1) / counts[picks].sum(axis=1))
+    stats = np.mean(stratum_stats, axis=0)
+    alpha = (1.0 - level) / 2.0
+    low, high = np.quantile(stats, [alpha, 1.0 - alpha])
+    return float(low), float(high)
+
+
+def _task_rng(seed: int, task: str) -> np.random.Generator:
+    return np.random.default_rng([seed, zlib.crc32(task.encode("utf-8"))])
+
+
+def _source(instance_id: str) -> str:
+    return instance_id.rpartition("/")[0] or instance_id
+
+
+def task_summary(task: str, rows: Sequence[Mapping[str, Any]], seed: int) -> dict[str, Any]:
+    info = CATALOG.get(task)
+    scored = [r for r in rows if r.get("status") == "scored"]
+    clusters: dict[str, list[float]] = defaultdict(list)
+    for row in scored:
+        clusters[str(row["instance_id"])].append(float(row["score"]))
+    by_source = info is not None and info.aggregate == "mean_of_sources"
+    strata = {name: _source(name) for name in clusters} if by_source else None
+    mean = None
+    if scored:
+        if strata:
+            per_source: dict[str, list[float]] = defaultdict(list)
+            for name, values in clusters.items():
+                per_source[strata[name]].extend(values)
+            mean = float(np.mean([np.mean(v) for _, v in sorted(per_source.items())]))
+        else:
+            mean = float(np.mean([float(r["score"]) for r in scored]))
+    ci = cluster_bootstrap_ci(clusters, strata=strata, rng=_task_rng(seed, task)) if scored else None
+    passed = [r["passed"] for r in scored if r.get("passed") is not None]
+    return {
+        "name": info.name if info else None,
+        "group": info.group if info else None,
+        "mean": mean,
+        "ci95": list(ci) if ci else None,
+        "n": len(rows),
+        "n_scored": len(scored),
+        "n_error": len(rows) - len(scored),
+        "n_instances": len(clusters),
+        "pass_rate": float(np.mean(passed)) if passed else None,
+        "verifiers": sorted({str(r["verifier"]) for r in rows if r.get("verifier")}),
+        "reasons": dict(sorted(Counter(r["reason"] for r in scored if r.get("reason")).items())),
+        "errors": dict(sorted(Counter(r["error"]["code"] for r in rows if r.get("error")).items())),
+    }
+
+
+def _macro(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return float(np.mean(present)) if present else None
+
+
+def aggregate(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> dict[str, Any]:
+    by_task: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_task[str(row.get("task"))].append(row)
+    tasks = {task: task_summary(task, by_task[task], seed) for task in sorted(by_task)}
+    groups = {}
+    for group in MODALITY_GROUPS:
+        members = [t for t in tasks.values() if t["group"] == group]
+        groups[group] = {
+            "mean": _macro(t["mean"] for t in members),
+            "tasks_scored": sum(t["mean"] is not None for t in members),
+            "tasks_total": sum(info.group == group for info in CATALOG.values()),
+        }
+    task_means = [t["mean"] for t in tasks.values() if t["group"] is not None]
+    return {
+        "tasks": tasks,
+        "groups": groups,
+        "overall": {
+            "mean": _macro(task_means),
+            "mean_of_groups": _macro(g["mean"] for g in groups.values()),
+            "tasks_scored": sum(m is not None for m in task_means),
+            "tasks_total": len(CATALOG),
+        },
+        "n": len(rows),
+        "n_error": sum(r.get("status") != "scored" for r in rows),
+    }
+
+
+def summarize(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    config: Mapping[str, Any] | None = None,
+    started: datetime | None = None,
+    finished: datetime | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The whole summary document; ``by_model`` appears when rows come from several models."""
+    summary: dict[str, Any] = {"schema": SUMMARY_SCHEMA_VERSION, **aggregate(rows, seed)}
+    models = sorted({r.get("model") for r in rows}, key=lambda m: (m is None, m or ""))
+    if len(models) > 1:
+        summary["by_model"] = {
+            str(model): aggregate([r for r in rows if r.get("model") == model], seed) for model in models
+        }
+    summary["bootstrap"] = {
+        "method": "percentile; instructions resampled as clusters",
+        "resamples": BOOTSTRAP_RESAMPLES,
+        "level": 0.95,
+        "seed": seed,
+    }
+    summary["package_version"] = __version__
+    summary["config"] = dict(config or {})
+    summary["started"] = started.isoformat() if started else None
+    summary["finished"] = finished.isoformat() if finished else None
+    return summary
+
+
+def write_summary(summary: Mapping[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)

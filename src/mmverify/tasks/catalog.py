@@ -1,0 +1,167 @@
+"""Every MMMG task: id, paper name, modality group, method, what it needs, where its data lives.
+
+The catalog is plain data so that ``mmverify tasks`` and planning never import scoring code.  A task
+with ``impl`` set is scored by that class; one without produces ``not_implemented`` error rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..core.registry import Registry
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    id: str
+    name: str
+    group: str  # image | image-text | audio | audio-text
+    method: str
+    needs: tuple[str, ...] = ()  # model capabilities beyond programs: vlm, llm, clap, dreamsim, ...
+    sources: tuple[str, ...] = ()  # instruction files (stems); defaults to (id,)
+    select: str | None = None  # only rows carrying this field belong to the task
+    aggregate: str = "mean"  # "mean" over rows, or "mean_of_sources" (equal weight per source file)
+    impl: str | None = None  # "module:Class"
+
+    @property
+    def source_files(self) -> tuple[str, ...]:
+        return self.sources or (self.id,)
+
+    @property
+    def implemented(self) -> bool:
+        return self.impl is not None
+
+    def accepts(self, row: Mapping[str, Any]) -> bool:
+        return self.select is None or row.get(self.select) is not None
+
+
+_T = "mmverify.tasks"
+_VLM_EXIST = "VLM existence question per object (CoT, Yes/No last); mean"
+
+TASKS: tuple[TaskInfo, ...] = (
+    # -- image (15) -------------------------------------------------------------------------------
+    TaskInfo("i_object_include", "Object inclusion", "image", "VLM scene check x mean(object present)", ("vlm",)),
+    TaskInfo("i_object_exclude", "Object exclusion", "image", "VLM scene check x mean(object absent)", ("vlm",)),
+    TaskInfo("i_object_count", "Object counting", "image", "VLM count MCQ (A <3 ... F >6); binary", ("vlm",)),
+    TaskInfo("i_object_attribute", "Object attribute", "image", _VLM_EXIST, ("vlm",)),
+    TaskInfo("i_object_cot", "Object reasoning (knowledge)", "image", _VLM_EXIST, ("vlm",)),
+    TaskInfo("i_object_commonsense", "Commonsense objects", "image", _VLM_EXIST, ("vlm",)),
+    TaskInfo("i_relation_two", "Comparison relation", "image", _VLM_EXIST, ("vlm",)),
+    TaskInfo("i_relation_all", "Universal relation", "image", _VLM_EXIST, ("vlm",)),
+    TaskInfo(
+        "i_spacial_relative", "Relative position", "image",
+        "VLM exactly-one gates, then left/right or above/below MCQ; binary", ("vlm",),
+    ),
+    TaskInfo(
+        "i_spacial_absolute", "Absolute position", "image",
+        "VLM exactly-one gates, then quadrant MCQ; product over constraints", ("vlm",),
+    ),
+    TaskInfo(
+        "i_format_background", "Solid background region", "image",
+        "colour gate, SSIM vs flat mean colour minus over-fill of adjacent band", (),
+        impl=f"{_T}.format_fill:FormatBackground",
+    ),
+    TaskInfo(
+        "i_format_border", "Solid border", "image",
+        "colour gate, SSIM of the 10% strips vs flat mean colour minus inner over-fill", (),
+        impl=f"{_T}.format_fill:FormatBorder",
+    ),
+    TaskInfo("i_ocr", "Text rendering", "image", "VLM OCR list; 1 - min(WER, 1)", ("vlm",)),
+    TaskInfo("i_ocr_two", "Two-object text rendering", "image", "existence gate, OCR per object; corpus WER", ("vlm",)),
+    TaskInfo(
+        "i_ocr_multi_lingual", "Multilingual text rendering", "image",
+        "OCR: Chinese 1 - CER on two judges' intersection, German 1 - WER; mean of the two", ("vlm",),
+        sources=("i_ocr_chinese", "i_ocr_german"), aggregate="mean_of_sources",
+    ),
+    # -- interleaved image-text (22) -------------------------------------------------------------
+    TaskInfo("i_edit_object_add", "Object adding", "image-text", "SSIM outside widened bbox x VLM existence on crop", ("vlm",)),
+    TaskInfo("i_edit_object_remove", "Object removing", "image-text", "SSIM outside widened bbox x VLM absence on crop", ("vlm",)),
+    TaskInfo("i_edit_object_modify", "Object replacing", "image-text", "SSIM outside widened bbox x VLM existence on crop", ("vlm",)),
+    TaskInfo("i_edit_object_attribute", "Object altering", "image-text", "SSIM outside widened bbox x VLM existence on crop", ("vlm",)),
+    TaskInfo("i_edit_text_add", "Text adding", "image-text", "SSIM outside widened bbox x VLM OCR 1 - WER on crop", ("vlm",)),
+    TaskInfo("i_edit_text_alter", "Text altering", "image-text", "SSIM outside widened bbox x VLM OCR 1 - WER on crop", ("vlm",)),
+    TaskInfo("i_edit_add", "Interleaved adding", "image-text", "SSIM outside widened bbox x DreamSim of crops vs reference", ("dreamsim",)),
+    TaskInfo("i_edit_color", "Interleaved colour altering", "image-text", "SSIM outside widened bbox x DreamSim of crops vs reference", ("dreamsim",)),
+    TaskInfo("i_consistency_semantic", "Semantic consistency", "image-text", "image count = len(object); existence per image; product", ("vlm",)),
+    TaskInfo("i_consistency_compose", "Compositional consistency", "image-text", "image count = len(object); existence per image; product", ("vlm",)),
+    TaskInfo("i_consistency_decompose", "Decompositional consistency", "image-text", "image count = len(object); existence per image; product", ("vlm",)),
+    TaskInfo(
+        "i_consistency_3d_object", "Multi-angle consistency", "image-text",
+        "mean SSIM(generated view i, reference view i)", (), impl=f"{_T}.consistency_views:MultiAngle",
+    ),
+    TaskInfo(
+        "i_consistency_3d_scene", "Multi-view consistency", "image-text",
+        "mean SSIM(generated view i, reference view i)", (), impl=f"{_T}.consistency_views:MultiView",
+    ),
+    TaskInfo("it_coherence_count", "Count coherence", "image-text", "<count>N</count> (2<N<7) must match VLM count MCQ", ("vlm",)),
+    TaskInfo("it_coherence_color", "Colour coherence", "image-text", "JSON object->colour map must match; VLM confirms each", ("vlm",)),
+    TaskInfo("it_coherence_size", "Size coherence", "image-text", "ranking list; pairwise VLM checks; product", ("vlm",)),
+    TaskInfo("it_coherence_spacial_relative", "Relative position coherence", "image-text", "model's letters vs VLM answers", ("vlm",)),
+    TaskInfo("it_coherence_spacial_absolute", "Absolute position coherence", "image-text", "model's letters vs VLM answers", ("vlm",)),
+    TaskInfo("it_coherence_ocr", "Text coherence", "image-text", "model's own text vs VLM OCR of its image; 1 - WER", ("vlm",)),
+    TaskInfo("it_coherence_math", "Math reasoning", "image-text", "<<pattern>> judged by an LLM x last image judged by a VLM", ("llm", "vlm")),
+    TaskInfo("it_coherence_code", "Code reasoning", "image-text", "DreamSim(last image, rendered reference SVG) x existence", ("dreamsim", "vlm")),
+    TaskInfo(
+        "i_structure", "Interleaved image-text order", "image-text",
+        "modality sequence (t/i, text merged) must be one of `order`; binary", (),
+        impl=f"{_T}.structure:ImageTextOrder",
+    ),
+    # -- sound and music (9) ----------------------------------------------------------------------
+    TaskInfo("a_sound_begin_end", "Sound begin-end", "audio", "CLAP top-10 vs ESC-50 class on first/last min(4 s, half); > 0.68", ("clap",)),
+    TaskInfo("a_sound_include", "Sound inclusion", "audio", "CLAP top-10 vs ESC-50 class on the `range` fraction; > 0.68", ("clap",)),
+    TaskInfo("a_sound_cot", "Sound reasoning (knowledge)", "audio", "CLAP top-10 vs ESC-50 class on the whole clip; > 0.68", ("clap",)),
+    TaskInfo("a_sound_silence", "Sound-silence-sound", "audio", "silence split into exactly 2 segments; CLAP start/end; > 0.68", ("clap",)),
+    TaskInfo(
+        "a_music_instrument", "Instrument inclusion", "audio", "CLAP top-10 vs OpenMIC instrument; > 0.62", ("clap",),
+        sources=("a_music_attribute",), select="instrument",
+    ),
+    TaskInfo("a_music_exclude", "Instrument exclusion", "audio", "CLAP top-10 vs OpenMIC instrument; < 0.62", ("clap",)),
+    TaskInfo(
+        "a_music_tempo", "Tempo", "audio", "beat tracking on trimmed audio; |BPM - tempo| < 5", ("beat_tracker",),
+        sources=("a_music_attribute",), select="tempo",
+    ),
+    TaskInfo("a_music_intensity", "Intensity trend", "audio", "RMS peaks, linear fit: fade in/out by slope and stderr", ()),
+    TaskInfo(
+        "a_music_genre", "Music genre", "audio", "CLAP top-10 vs GTZAN genre; > 0.69", ("clap",), select="genre",
+    ),
+    # -- speech and interleaved audio-text (9) ------------------------------------------------------
+    TaskInfo("a_speech_attribute", "Voice attributes", "audio-text", "(1 - WER) x gender x pitch band x speaking rate", ("whisper", "gender")),
+    TaskInfo("a_speech_chinese", "Chinese voice attributes", "audio-text", "(1 - CER) x gender x pitch band x speaking rate", ("whisper", "gender")),
+    TaskInfo("a_speech_imitate", "Voice imitation", "audio-text", "(1 - WER) x [speaker similarity > 0.93]", ("whisper", "speaker")),
+    TaskInfo("a_speech_constraint", "Transcript constraints", "audio-text", "IFEval-style checks on the transcript; binary", ("whisper",)),
+    TaskInfo("a_speech_modify", "Transcript modification", "audio-text", "IFEval-style checks on the transcript; binary", ("whisper",)),
+    TaskInfo(
+        "a_consistency_conversation", "Conversation consistency", "audio-text",
+        "per-turn constraints x same-speaker similarity > 0.93", ("whisper", "speaker"),
+    ),
+    TaskInfo("a_speech_translate", "Speech translation", "audio-text", "sentence BLEU / 100 of the transcript", ("whisper",)),
+    TaskInfo("a_speech_retrieve", "Speech retrieval", "audio-text", "1 - WER of the transcript", ("whisper",)),
+    TaskInfo(
+        "a_structure", "Interleaved audio-text order", "audio-text",
+        "modality sequence (t/a, text merged) must be one of `order`; binary", (),
+        impl=f"{_T}.structure:AudioTextOrder",
+    ),
+)
+
+CATALOG: dict[str, TaskInfo] = {info.id: info for info in TASKS}
+
+TASK_REGISTRY: Registry[type] = Registry("task", default_namespace="task")
+for _info in TASKS:
+    if _info.impl:
+        TASK_REGISTRY.register(_info.id, _info.impl)
+
+
+def task_info(task_id: str) -> TaskInfo:
+    """Catalog entry for ``task_id`` (bare or ``task:``-prefixed); did-you-mean on unknown ids."""
+    key = task_id.split(":", 1)[1] if task_id.startswith("task:") else task_id
+    if key not in CATALOG:
+        from ..core.registry import UnknownIdError
+
+        raise UnknownIdError("task", task_id, list(CATALOG))
+    return CATALOG[key]
+
+
+def tasks_for_source(source: str, row: Mapping[str, Any]) -> list[TaskInfo]:
+    """The tasks an instruction row of file ``source`` belongs to (a_music_attribute rows feed two)."""
+    return [info for info in TASKS if source in info.source_files and info.accepts(row)]

@@ -1,0 +1,46 @@
+"""i_consistency_3d_object / _3d_scene: generated views compared with reference views by SSIM.
+
+Published semantics: the number of generated images must equal the number of reference views
+(otherwise 0); each generated view is resized to its reference's size (Lanczos) and the score is
+the mean SSIM over views (floored at 0 here so scores stay in [0, 1]).
+"""
+
+from __future__ import annotations
+
+from ..core.errors import GenerationFault
+from ..core.types import Check, Instance
+from ..verifiers.image.preserve import resize_to
+from ..verifiers.image.ssim import DEFAULT_WIN, structural_similarity
+from .base import Task, require_field
+from .media import instance_images
+from .response import Response
+
+
+class _ViewConsistency(Task):
+    def score(self, instance: Instance, response: Response) -> Check:
+        references = instance_images(instance, require_field(instance, "ref_image_list"))
+        count = len(response.of_type("image"))
+        if count != len(references):
+            raise GenerationFault(
+                "wrong_image_count", f"expected {len(references)} images, got {count}", image_count=count
+            )
+        per_view = []
+        for generated, reference in zip(response.images(), references):
+            height, width = reference.shape[:2]
+            if min(height, width) < DEFAULT_WIN:
+                return Check.fail("image_too_small", image_shape=[height, width])
+            per_view.append(structural_similarity(resize_to(generated, width, height, "lanczos"), reference))
+        mean = sum(per_view) / len(per_view)
+        return Check(
+            score=min(1.0, max(0.0, mean)),
+            components={f"ssim_view_{i}": value for i, value in enumerate(per_view)},
+            evidence={"views": len(per_view)},
+        )
+
+
+class MultiAngle(_ViewConsistency):
+    id = "i_consistency_3d_object"
+
+
+class MultiView(_ViewConsistency):
+    id = "i_consistency_3d_scene"

@@ -1,0 +1,46 @@
+"""Input and reference media that belong to an instance (edit sources, reference views, speakers).
+
+These files come with the instruction set, so any problem with them is the user's, never the
+generator's: missing or undecodable files raise :class:`ScoringError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..core.errors import ErrorCode, ScoringError
+from ..core.media import MediaError, MediaReason, load_audio, load_image
+from ..core.types import Instance
+
+
+def _indices(instance: Instance, indices: Any) -> Sequence[int]:
+    if isinstance(indices, (int, str)):
+        indices = [indices]
+    try:
+        return [int(k) for k in indices]
+    except (TypeError, ValueError):
+        raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: media indices must be integers") from None
+
+
+def _load(instance: Instance, kind: str, index: int, loader):  # type: ignore[no-untyped-def]
+    path = instance.media_path(kind, index)
+    if path is None:
+        raise ScoringError(
+            ErrorCode.MISSING_MEDIA,
+            f"{instance.id} needs {kind} #{index}; pass --instructions DIR with {kind}/ beside the task files",
+        )
+    try:
+        return loader(path)
+    except MediaError as exc:
+        code = ErrorCode.MISSING_MEDIA if exc.reason == MediaReason.MISSING else ErrorCode.INVALID_INSTANCE
+        raise ScoringError(code, f"{instance.id}: {exc.message}") from None
+
+
+def instance_images(instance: Instance, indices: Any) -> list[np.ndarray]:
+    return [_load(instance, "image", k, load_image) for k in _indices(instance, indices)]
+
+
+def instance_audios(instance: Instance, indices: Any, sample_rate: int | None = None) -> list[tuple[np.ndarray, int]]:
+    return [_load(instance, "audio", k, lambda p: load_audio(p, sample_rate)) for k in _indices(instance, indices)]

@@ -1,0 +1,72 @@
+"""A generation's parts with their media resolved, as tasks see them.
+
+Media are decoded on demand through :mod:`mmverify.core.media`.  A file that cannot be decoded was
+written by the model, so it becomes a :class:`GenerationFault` (scored 0); a file that is not there
+is the user's problem (:class:`ScoringError`, ``missing_media``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence, Union
+
+import numpy as np
+
+from ..core.errors import ErrorCode, GenerationFault, ScoringError
+from ..core.media import DEFAULT_LIMITS, MediaError, MediaLimits, MediaReason, load_audio, load_image
+
+MediaRef = Union[Path, bytes]
+
+
+@dataclass(frozen=True)
+class ResolvedPart:
+    """A response part; ``media`` is a checked path or inline bytes for image/audio parts."""
+
+    type: str
+    text: str = ""
+    media: MediaRef | None = None
+    label: str = ""  # how the part is named in evidence (the manifest path, or "inline")
+
+
+class Response:
+    def __init__(self, parts: Sequence[ResolvedPart], limits: MediaLimits = DEFAULT_LIMITS) -> None:
+        self.parts = tuple(parts)
+        self.limits = limits
+
+    def of_type(self, kind: str) -> list[ResolvedPart]:
+        return [part for part in self.parts if part.type == kind]
+
+    @property
+    def text(self) -> str:
+        """All text parts joined with newlines."""
+        return "\n".join(part.text for part in self.of_type("text"))
+
+    def _decode(self, part: ResolvedPart, loader, kind: str):  # type: ignore[no-untyped-def]
+        assert part.media is not None
+        try:
+            return loader(part.media)
+        except MediaError as exc:
+            if exc.reason == MediaReason.MISSING:
+                raise ScoringError(ErrorCode.MISSING_MEDIA, exc.message) from None
+            raise GenerationFault(f"unreadable_{kind}", exc.message, media=part.label, media_reason=exc.reason) from None
+
+    def images(self) -> list[np.ndarray]:
+        """Every image part decoded to uint8 RGB."""
+        return [self._decode(p, lambda src: load_image(src, self.limits), "image") for p in self.of_type("image")]
+
+    def audios(self, sample_rate: int | None = None) -> list[tuple[np.ndarray, int]]:
+        """Every audio part decoded to mono float32 (resampled when ``sample_rate`` is given)."""
+        return [
+            self._decode(p, lambda src: load_audio(src, sample_rate, self.limits), "audio")
+            for p in self.of_type("audio")
+        ]
+
+    def single_image(self) -> np.ndarray:
+        """The one image a single-image task expects; anything else is the generator's fault."""
+        count = len(self.of_type("image"))
+        if count == 0:
+            raise GenerationFault("no_image", "the response contains no image")
+        if count > 1:
+            raise GenerationFault("wrong_image_count", f"expected 1 image, got {count}", image_count=count)
+        return self.images()[0]

@@ -1,0 +1,40 @@
+"""i_structure / a_structure: the response's modality order must be one of the allowed orders."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..core.errors import ErrorCode, ScoringError
+from ..core.types import Check, Instance
+from ..verifiers.structure import check_order, modality_sequence
+from .base import Task, require_field
+from .response import Response
+
+
+class _OrderTask(Task):
+    binary = True
+
+    def __init__(self, strip_leading_text: bool = False) -> None:
+        self.strip_leading_text = strip_leading_text
+
+    def params(self) -> Mapping[str, Any]:
+        return {"strip_leading_text": self.strip_leading_text}
+
+    def score(self, instance: Instance, response: Response) -> Check:
+        allowed = require_field(instance, "order")
+        if isinstance(allowed, str):
+            allowed = [allowed]
+        if not all(isinstance(a, str) and a and set(a) <= set("tia") for a in allowed):
+            raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: `order` must list strings of t/i/a")
+        sequence = modality_sequence(
+            ((p.type, p.text) for p in response.parts), strip_leading_text=self.strip_leading_text
+        )
+        return check_order(sequence, allowed)
+
+
+class ImageTextOrder(_OrderTask):
+    id = "i_structure"
+
+
+class AudioTextOrder(_OrderTask):
+    id = "a_structure"

@@ -1,0 +1,1 @@
+"""Image verifiers: solid fills and borders, SSIM, preservation outside an edited box."""

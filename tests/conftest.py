@@ -1,0 +1,49 @@
+"""Shared fixtures: the real MMMG instruction data and synthetic media builders."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _mmmg_root() -> Path:
+    return Path(os.environ.get("MMVERIFY_MMMG_DIR", REPO.parent / "shared" / "mmmg"))
+
+
+@pytest.fixture(scope="session")
+def mmmg_instructions() -> Path:
+    """``shared/mmmg/seed_instruction``: MMMG's published instruction files."""
+    path = _mmmg_root() / "seed_instruction"
+    if not path.is_dir():
+        pytest.skip(f"MMMG instruction data not found at {path} (set MMVERIFY_MMMG_DIR)")
+    return path
+
+
+def scene(height: int = 200, width: int = 200, seed: int = 0) -> np.ndarray:
+    """A textured, photo-like uint8 image (deterministic)."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    base = np.stack([np.sin(x / 9.0 + seed), np.cos(y / 7.0 - seed), np.sin((x + y) / 11.0)], axis=-1)
+    return np.clip((base + rng.normal(0, 0.3, (height, width, 3)) + 1.2) * 100, 0, 255).astype(np.uint8)
+
+
+def save_png(path: Path, array: np.ndarray) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(array).save(path)
+    return path
+
+
+def write_manifest(path: Path, lines: list[Any]) -> Path:
+    """Write manifest lines; dicts are JSON-encoded, strings written verbatim."""
+    with open(path, "w", encoding="utf-8") as handle:
+        for line in lines:
+            handle.write((line if isinstance(line, str) else json.dumps(line)) + "\n")
+    return path

@@ -1,0 +1,142 @@
+"""Safe media loading: normalisation of modes/channels/rates and typed failures."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from PIL import Image
+
+from mmverify.core.media import MediaError, MediaLimits, MediaReason, load_audio, load_image, resample
+
+
+def _png_bytes(image: Image.Image, fmt: str = "PNG", **kwargs) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **kwargs)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "LA", "P", "CMYK", "1"])
+def test_every_mode_becomes_uint8_rgb(mode: str):
+    image = Image.new("RGB", (16, 9), (10, 200, 30)).convert(mode)
+    fmt = "JPEG" if mode == "CMYK" else "PNG"
+    array = load_image(_png_bytes(image, fmt))
+    assert array.shape == (9, 16, 3) and array.dtype == np.uint8 and array.flags.c_contiguous
+
+
+def test_rgba_drops_alpha_and_keeps_colour():
+    image = Image.new("RGBA", (4, 4), (0, 128, 0, 10))
+    assert load_image(_png_bytes(image))[0, 0].tolist() == [0, 128, 0]
+
+
+def test_sixteen_bit_grayscale_is_scaled_not_clipped():
+    wide = np.full((4, 4), 65535, dtype=np.uint16)
+    wide[0, 0] = 0
+    array = load_image(_png_bytes(Image.fromarray(wide)))
+    assert array[1, 1].tolist() == [255, 255, 255] and array[0, 0].tolist() == [0, 0, 0]
+
+
+def test_animated_gif_gives_first_frame():
+    frames = [Image.new("RGB", (8, 8), c) for c in ((255, 0, 0), (0, 0, 255))]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, format="GIF", save_all=True, append_images=frames[1:])
+    assert load_image(buffer.getvalue())[0, 0].tolist() == [255, 0, 0]
+
+
+@pytest.mark.parametrize(
+    "payload, reason",
+    [
+        (b"", MediaReason.EMPTY),
+        (b"definitely not an image", MediaReason.UNDECODABLE),
+        (None, MediaReason.UNDECODABLE),  # truncated PNG, filled in below
+    ],
+)
+def test_bad_images_raise_typed_errors(payload, reason):
+    if payload is None:
+        payload = _png_bytes(Image.new("RGB", (64, 64), (1, 2, 3)))[:60]
+    with pytest.raises(MediaError) as info:
+        load_image(payload)
+    assert info.value.reason == reason
+
+
+def _png_header_only(width: int, height: int) -> bytes:
+    """A PNG whose header claims huge dimensions (a decompression bomb never decoded)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b"")
+
+
+def test_huge_dimension_header_is_refused_before_decoding():
+    with pytest.raises(MediaError) as info:
+        load_image(_png_header_only(100_000, 100_000))
+    assert info.value.reason in (MediaReason.TOO_LARGE, MediaReason.UNDECODABLE)
+    with pytest.raises(MediaError) as info:
+        load_image(_png_bytes(Image.new("RGB", (100, 100))), MediaLimits(max_pixels=5000))
+    assert info.value.reason == MediaReason.TOO_LARGE
+
+
+def test_missing_and_oversized_files(tmp_path: Path):
+    with pytest.raises(MediaError) as info:
+        load_image(tmp_path / "absent.png")
+    assert info.value.reason == MediaReason.MISSING
+    path = tmp_path / "big.png"
+    path.write_bytes(_png_bytes(Image.new("RGB", (50, 50))))
+    with pytest.raises(MediaError) as info:
+        load_image(path, MediaLimits(max_bytes=10))
+    assert info.value.reason == MediaReason.TOO_LARGE
+
+
+def _wav(samples: np.ndarray, rate: int, subtype: str = "FLOAT") -> bytes:
+    buffer = io.BytesIO()
+    sf.write(buffer, samples, rate, format="WAV", subtype=subtype)
+    return buffer.getvalue()
+
+
+def test_stereo_is_averaged_and_resampled():
+    t = np.arange(16000) / 16000
+    left = 0.5 * np.sin(2 * np.pi * 440 * t)
+    stereo = np.stack([left, np.zeros_like(left)], axis=1).astype(np.float32)
+    mono, rate = load_audio(_wav(stereo, 16000))
+    assert rate == 16000 and mono.dtype == np.float32 and mono.shape == (16000,)
+    np.testing.assert_allclose(mono, left / 2, atol=1e-6)
+    resampled, rate = load_audio(_wav(stereo, 16000), sample_rate=48000)
+    assert rate == 48000 and abs(len(resampled) - 48000) <= 1
+    # the 440 Hz tone survives resampling: its spectral peak stays at 440 Hz
+    spectrum = np.abs(np.fft.rfft(resampled))
+    assert abs(np.argmax(spectrum) * 48000 / len(resampled) - 440) < 2
+
+
+@pytest.mark.parametrize("fmt", ["FLAC", "OGG"])
+def test_compressed_formats_decode(fmt: str):
+    buffer = io.BytesIO()
+    sf.write(buffer, np.zeros(8000, dtype=np.float32) + 0.1, 8000, format=fmt)
+    mono, rate = load_audio(buffer.getvalue())
+    assert rate == 8000 and len(mono) == 8000
+
+
+def test_bad_audio_raises_typed_errors():
+    with pytest.raises(MediaError) as info:
+        load_audio(_wav(np.array([0.0, np.nan, 0.1], dtype=np.float32), 8000))
+    assert info.value.reason == MediaReason.INVALID_SAMPLES
+    with pytest.raises(MediaError) as info:
+        load_audio(b"RIFF\x00\x00\x00\x00WAVEjunk")
+    assert info.value.reason == MediaReason.UNDECODABLE
+    with pytest.raises(MediaError) as info:
+        load_audio(_wav(np.zeros(0, dtype=np.float32), 8000))
+    assert info.value.reason in (MediaReason.EMPTY, MediaReason.UNDECODABLE)
+    with pytest.raises(MediaError) as info:
+        load_audio(_wav(np.zeros(8000, dtype=np.float32), 8000), limits=MediaLimits(max_seconds=0.5))
+    assert info.value.reason == MediaReason.TOO_LARGE
+
+
+def test_resample_identity_and_length():
+    signal = np.random.default_rng(0).normal(size=1000).astype(np.float32)
+    assert resample(signal, 8000, 8000) is signal
+    assert len(resample(signal, 8000, 16000)) == 2000
