@@ -68,5 +68,6 @@ class Check:
 
     @classmethod
     def fail(cls, reason: str, **evidence: Any) -> "Check":
-        """A score of 0 because the generation broke the task's rules."""
-        return cls(score=0.0, passed=False, evidence=evidence, reason=reason)
+        """A score of 0 because the generation broke the task's rules (``passed`` is decided by the
+        task: False for pass/fail tasks, None for continuous ones)."""
+        return cls(score=0.0, passed=None, evidence=evidence, reason=reason)

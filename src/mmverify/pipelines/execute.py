@@ -63,6 +63,7 @@ def error_row(item: WorkItem, code: str, message: str) -> dict[str, Any]:
 
 def score_item(item: WorkItem) -> dict[str, Any]:
     """Score one item; every outcome is a row (never raises, except for timeouts and interrupts)."""
+    task = None
     try:
         if item.task not in _TASKS:
             _TASKS[item.task] = TASK_REGISTRY.get(item.task)()
@@ -74,7 +75,9 @@ def score_item(item: WorkItem) -> dict[str, Any]:
         if fault.message:
             evidence["message"] = fault.message
         check = Check.fail(fault.reason, **evidence)
-        return _row(item, check=check, passed=False)
+        # a rule-breaking generation fails any pass/fail decision; continuous tasks have none
+        decided = item.threshold is not None or bool(getattr(task, "binary", False))
+        return _row(item, check=check, passed=False if decided else None)
     except ScoringError as exc:
         return error_row(item, exc.code, exc.message)
     except (ItemTimeout, KeyboardInterrupt):

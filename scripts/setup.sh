@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Set up everything from scratch: Debian packages for test media, .venv with pinned CPU torch,
+# mmverify (editable) with the dev and model extras, and the torchvision/torchaudio repairs.
+# Safe to rerun; every step is a no-op when already done.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PYTHON=${PYTHON:-python3}
+
+# 1. System packages the tests use to synthesise speech and inspect audio.
+packages=(espeak-ng sox)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
+    echo "installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "warning: install these system packages for the full test suite: ${missing[*]}" >&2
+  fi
+fi
+
+# 2. The virtual environment, torch first so nothing else can choose another build.
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+pip=(.venv/bin/python -m pip install --quiet --constraint constraints.txt)
+"${pip[@]}" "torch==2.13.0"
+"${pip[@]}" --editable ".[dev,models]" torchvision torchaudio
+
+# 3. Make the registry's CUDA builds of torchvision/torchaudio importable (no-op on proper builds).
+.venv/bin/python -m mmverify.envfix
+echo "set-up complete: .venv/bin/mmverify is ready"

@@ -1,0 +1,43 @@
+"""In-process scoring of manifest-style items (no files written): the building block for rewards.
+
+    from mmverify.api import score_items
+    rows = score_items([{"task": "i_structure", "instance": {"order": ["it"]},
+                         "parts": [{"type": "image", "path": "a.png"}, {"type": "text", "text": "..."}]}])
+    rows[0]["score"]  # 1.0
+
+Each item is one manifest line (dict).  Rows come back in input order, one per item, with exactly
+the fields of results.jsonl; bad items become ``error`` rows, never exceptions.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .data.instructions import InstructionSet
+from .pipelines.execute import LocalExecutor
+from .pipelines.plan import Planner
+from .pipelines.thresholds import Threshold
+
+
+def score_items(
+    items: Iterable[Mapping[str, Any]],
+    *,
+    base_dir: str | Path = ".",
+    instructions: str | Path | InstructionSet | None = None,
+    thresholds: Mapping[str, Threshold] | None = None,
+    data_root: str | Path | None = None,
+    timeout: float | None = None,
+) -> list[dict[str, Any]]:
+    """Score items in this process; relative media paths resolve against ``base_dir``."""
+    if instructions is not None and not isinstance(instructions, InstructionSet):
+        instructions = InstructionSet(instructions)
+    planner = Planner(
+        manifest_dir=Path(base_dir),
+        instructions=instructions,
+        data_root=Path(data_root) if data_root else None,
+        thresholds=dict(thresholds or {}),
+    )
+    planned = [planner.plan(number, json.dumps(item)) for number, item in enumerate(items, start=1)]
+    return list(LocalExecutor(timeout).run(entry for entry in planned if entry is not None))

@@ -1,0 +1,84 @@
+"""The command line: tasks table, score/report round trip, import-mmmg, usage errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from mmverify.cli import app
+from mmverify.tasks.catalog import TASKS
+from tests.conftest import save_png, scene, write_manifest
+
+runner = CliRunner()
+
+
+def test_tasks_lists_the_whole_benchmark():
+    result = runner.invoke(app, ["tasks", "--json"])
+    assert result.exit_code == 0
+    listed = json.loads(result.stdout)
+    assert [t["id"] for t in listed] == [t.id for t in TASKS] and len(listed) == 55
+    assert {t["id"] for t in listed if t["implemented"]} >= {"i_format_border", "i_structure"}
+
+
+def test_score_then_report(tmp_path: Path, mmmg_instructions: Path):
+    save_png(tmp_path / "a.png", scene())
+    manifest = write_manifest(
+        tmp_path / "m.jsonl",
+        [
+            {"task": "i_format_border", "instance_id": "i_format_border/0", "parts": [{"type": "image", "path": "a.png"}]},
+            "not json",
+        ],
+    )
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["score", str(manifest), "--out", str(out), "--instructions", str(mmmg_instructions)])
+    assert result.exit_code == 0, result.output  # error rows do not fail the run
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2
+    report = runner.invoke(app, ["report", str(out)])
+    assert report.exit_code == 0 and "| i_format_border | image |" in report.stdout
+    assert (out / "report.md").read_text().startswith("# mmverify results")
+
+
+def test_unusable_arguments_exit_non_zero(tmp_path: Path):
+    manifest = write_manifest(tmp_path / "m.jsonl", [])
+    result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "o"), "--tasks", "i_format_bordr"])
+    assert result.exit_code == 2 and "i_format_border" in result.output
+    result = runner.invoke(app, ["score", str(tmp_path / "absent.jsonl"), "--out", str(tmp_path / "o")])
+    assert result.exit_code != 0
+    bad = tmp_path / "t.json"
+    bad.write_text("[1, 2]")
+    result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "o"), "--thresholds", str(bad)])
+    assert result.exit_code == 2
+
+
+def test_import_mmmg_then_score(tmp_path: Path, mmmg_instructions: Path):
+    outputs = tmp_path / "MyModel"
+    rows = [{"response": "<image_start><image_0><image_end>", "image_list": [i]} for i in range(15)]
+    outputs.mkdir()
+    write_manifest(outputs / "i_format_border.jsonl", rows)
+    for i in range(15):
+        save_png(outputs / "image" / f"i_format_border_{i}.png", scene(seed=i))
+    manifest = tmp_path / "manifest.jsonl"
+    result = runner.invoke(
+        app, ["import-mmmg", str(outputs), "--instructions", str(mmmg_instructions), "--output", str(manifest)]
+    )
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in manifest.read_text().splitlines()]
+    assert len(lines) == 15 and lines[3]["instance_id"] == "i_format_border/3" and lines[3]["model"] == "MyModel"
+    assert lines[3]["parts"] == [{"type": "image", "path": "MyModel/image/i_format_border_3.png"}]
+    result = runner.invoke(
+        app, ["score", str(manifest), "--out", str(tmp_path / "out"), "--instructions", str(mmmg_instructions), "-q"]
+    )
+    assert result.exit_code == 0
+    rows = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 15 and all(r["status"] == "scored" for r in rows)
+
+
+def test_demo_runs(tmp_path: Path):
+    result = runner.invoke(app, ["demo", "--out", str(tmp_path / "demo")])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "demo" / "run" / "results.jsonl").read_text().splitlines()]
+    by_id = {r["instance_id"]: r for r in rows}
+    assert by_id["demo/border-clean"]["score"] > 0.99 and by_id["demo/border-wrong-colour"]["score"] == 0.0
+    assert by_id["demo/missing-file"]["error"]["code"] == "missing_media"
