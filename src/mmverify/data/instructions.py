@@ -6,6 +6,7 @@ An instance is addressed as ``<file stem>/<0-based line index>``.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +18,26 @@ class InstructionSetError(ValueError):
     """A task file that cannot be read (bad JSON, not an object per line)."""
 
 
+_SOURCE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a file stem: no separators, no "..", no hidden files
+_INDEX = re.compile(r"0|[1-9][0-9]*")  # canonical ASCII line index: one id per instruction
+
+
 def read_jsonl_objects(path: Path) -> list[dict[str, Any]]:
     """Read a JSON Lines file of objects; blank lines are skipped but still count as lines."""
     rows: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError:
+                raise InstructionSetError(f"{path}:{number}: not valid UTF-8") from None
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InstructionSetError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
+            except (json.JSONDecodeError, RecursionError) as exc:
+                detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+                raise InstructionSetError(f"{path}:{number}: invalid JSON ({detail})") from None
             if not isinstance(row, dict):
                 raise InstructionSetError(f"{path}:{number}: expected a JSON object")
             rows.append(row)
@@ -58,7 +68,7 @@ class InstructionSet:
     def instance(self, instance_id: str) -> Instance:
         """Resolve ``<source>/<index>``; unknown ids raise ``ScoringError(unknown_instance)``."""
         source, _, index_text = instance_id.rpartition("/")
-        if not source or not index_text.isdigit():
+        if not _SOURCE.fullmatch(source) or not _INDEX.fullmatch(index_text):
             raise ScoringError(ErrorCode.UNKNOWN_INSTANCE, f"instance id {instance_id!r} is not '<task>/<index>'")
         try:
             rows = self.rows(source)

@@ -55,6 +55,7 @@ def parse_generation(raw: Any, line: int = 0) -> Generation:
     instance = raw.get("instance")
     _expect(instance is None or isinstance(instance, dict), "'instance' must be an object when given")
     instance_id = raw.get("instance_id")
+    task = task.strip()
     if instance_id is None:
         _expect(instance is not None, "'instance_id' is required unless an inline 'instance' is given")
         instance_id = f"{task}/line-{line}"
@@ -66,7 +67,7 @@ def parse_generation(raw: Any, line: int = 0) -> Generation:
     parts = raw.get("parts")
     _expect(isinstance(parts, list), "'parts' must be a list")
     return Generation(
-        task=task.strip(),
+        task=task,
         instance_id=instance_id,
         parts=tuple(parse_part(p, i) for i, p in enumerate(parts)),
         sample=sample,
@@ -90,13 +91,24 @@ def parse_line(text: str, line: int = 0) -> Generation:
 def iter_manifest_lines(path: Path) -> Iterator[tuple[int, str | None]]:
     """``(line number, text)`` for every non-blank line; ``None`` for a line over MAX_LINE_BYTES.
 
-    Undecodable bytes are replaced rather than fatal: the line then fails JSON or path checks alone.
+    Lines are read in bounded chunks, so an oversized line never sits in memory whole.  Undecodable
+    bytes are replaced rather than fatal (the line then fails JSON or path checks on its own); a
+    UTF-8 byte-order mark at the start of the file is dropped.
     """
     with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if len(raw) > MAX_LINE_BYTES:
+        number = 0
+        while True:
+            raw = handle.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            number += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):  # discard the rest of the line
+                    raw = handle.readline(1 << 20)
                 yield number, None
                 continue
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
             text = raw.decode("utf-8", errors="replace")
             if text.strip():
                 yield number, text

@@ -53,7 +53,9 @@ def response_parts(response: str, row: dict[str, Any], source: str, media_dir: P
             number = numbers[k]
         else:
             number = k
-        path = media_dir / kind / f"{source}_{int(number)}.{_SUFFIX[kind]}"
+        if not isinstance(number, int) or isinstance(number, bool) or number < 0:
+            raise MMMGLayoutError(f"{kind}_list entries must be non-negative integers, got {number!r}")
+        path = media_dir / kind / f"{source}_{number}.{_SUFFIX[kind]}"
         parts.append({"type": kind, "path": str(path)})
         position = match.end()
     if position < len(response):
@@ -131,5 +133,5 @@ class MMMGImporter:
                         "instance_id": f"{source}/{index}",
                         "sample": sample,
                         "model": self.model,
-                        "parts": parts,
+                        "parts": [dict(part) for part in parts],
                     }
