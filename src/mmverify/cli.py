@@ -29,12 +29,16 @@ def _fail(message: str) -> None:
 @app.command("tasks")
 def tasks_command(
     as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print the catalog as a Markdown table."),
     group: Optional[str] = typer.Option(None, help="Only tasks of this modality group."),
 ) -> None:
     """List every MMMG task: id, name, modality, method, what it needs, and whether it is implemented."""
-    from .tasks.catalog import TASKS
+    from .tasks.catalog import TASKS, markdown_table
 
     entries = [t for t in TASKS if group is None or t.group == group]
+    if markdown:
+        print(markdown_table(tuple(entries)), end="")
+        return
     if as_json:
         payload = [
             {
@@ -187,7 +191,7 @@ def report_command(
         _fail(f"{path} not found; run `mmverify score` first")
     text = render_markdown(json.loads(path.read_text(encoding="utf-8")))
     (run_dir / "report.md").write_text(text, encoding="utf-8")
-    stdout.print(text, markup=False, highlight=False)
+    typer.echo(text, nl=False)
 
 
 @app.command("demo")

@@ -118,7 +118,7 @@ TASKS: tuple[TaskInfo, ...] = (
     ),
     TaskInfo("a_music_exclude", "Instrument exclusion", "audio", "CLAP top-10 vs OpenMIC instrument; < 0.62", ("clap",)),
     TaskInfo(
-        "a_music_tempo", "Tempo", "audio", "beat tracking on trimmed audio; |BPM - tempo| < 5", ("beat_tracker",),
+        "a_music_tempo", "Tempo", "audio", "beat tracking on trimmed audio; abs(BPM - tempo) < 5", ("beat_tracker",),
         sources=("a_music_attribute",), select="tempo",
     ),
     TaskInfo("a_music_intensity", "Intensity trend", "audio", "RMS peaks, linear fit: fade in/out by slope and stderr", ()),
@@ -165,3 +165,12 @@ def task_info(task_id: str) -> TaskInfo:
 def tasks_for_source(source: str, row: Mapping[str, Any]) -> list[TaskInfo]:
     """The tasks an instruction row of file ``source`` belongs to (a_music_attribute rows feed two)."""
     return [info for info in TASKS if source in info.source_files and info.accepts(row)]
+
+
+def markdown_table(tasks: tuple[TaskInfo, ...] = TASKS) -> str:
+    """The task table as Markdown (README's table is this output)."""
+    lines = ["| task | paper name | group | method | needs | status |", "|---|---|---|---|---|---|"]
+    for t in tasks:
+        status = "ready" if t.implemented else "planned"
+        lines.append(f"| `{t.id}` | {t.name} | {t.group} | {t.method} | {', '.join(t.needs) or '—'} | {status} |")
+    return "\n".join(lines) + "\n"
