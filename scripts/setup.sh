@@ -25,8 +25,12 @@ fi
 # 2. The virtual environment, torch first so nothing else can choose another build.
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 pip=(.venv/bin/python -m pip install --quiet --constraint constraints.txt)
-"${pip[@]}" "torch==2.13.0"
-"${pip[@]}" --editable ".[dev,models]" torchvision torchaudio
+quiet_pip() {  # this machine kind's pip configuration warns about every mirror folder it lacks
+  "${pip[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
+quiet_pip "torch==2.13.0"
+quiet_pip --editable ".[dev,models]" torchvision torchaudio
+quiet_pip --no-deps "openai-whisper==20250625"  # its triton dependency is CUDA-only
 
 # 3. Make the registry's CUDA builds of torchvision/torchaudio importable (no-op on proper builds).
 .venv/bin/python -m mmverify.envfix
