@@ -83,6 +83,10 @@ def score_command(
     data_root: Optional[Path] = typer.Option(None, help="Refuse media paths that resolve outside this folder."),
     retry_errors: bool = typer.Option(False, help="Rescore rows that ended as errors in an earlier run."),
     offline: bool = typer.Option(False, help="Never touch the network (sets HF_HUB_OFFLINE)."),
+    model: list[str] = typer.Option(
+        [], "--model", help="Backend for a capability: capability=backend[@hub-id-or-path] (repeatable)."
+    ),
+    device: Optional[str] = typer.Option(None, help="Model device (cpu, cuda, cuda:1, mps); default: best available."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary table."),
 ) -> None:
     """Score MANIFEST into OUT; rerunning with the same OUT resumes where it stopped."""
@@ -95,6 +99,16 @@ def score_command(
     if offline:
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["MMVERIFY_OFFLINE"] = "1"
+    if model:
+        from .models.hub import ENV_VAR, parse_specs
+
+        try:
+            parse_specs(",".join(model))
+        except (ValueError, KeyError) as exc:
+            _fail(f"--model: {exc}")
+        os.environ[ENV_VAR] = ",".join(model)  # worker processes inherit the choice
+    if device:
+        os.environ["MMVERIFY_DEVICE"] = device
     selected = None
     if tasks:
         selected = frozenset(t.strip() for t in tasks.split(",") if t.strip())
@@ -194,6 +208,78 @@ def report_command(
     typer.echo(text, nl=False)
 
 
+models_app = typer.Typer(no_args_is_help=True, help="Model backends: what is usable here, and fetching weights.")
+app.add_typer(models_app, name="models")
+
+
+def _backend_rows(names: list[str] | None, load: bool) -> list[tuple[str, ...]]:
+    from .models.catalog import BACKEND_INFO, BACKEND_REGISTRY, BACKENDS
+    from .models.base import ModelUnavailable
+
+    rows = []
+    for info in BACKENDS:
+        if names and info.name not in names:
+            continue
+        backend = BACKEND_REGISTRY.get(info.name)(source=None)
+        state = backend.availability()
+        ok, reason, device = state.ok, state.reason, "-"
+        if ok and load:
+            try:
+                backend.ensure_loaded()
+                device = backend.device
+            except ModelUnavailable as exc:
+                ok, reason = False, exc.message
+            except Exception as exc:  # report, do not crash the listing
+                ok, reason = False, f"failed to load: {type(exc).__name__}: {exc}"
+        default = " (default)" if info.default_for else ""
+        rows.append((info.name, info.capability + default, "yes" if ok else "no", state.location, device, reason))
+    unknown = sorted(set(names or []) - set(BACKEND_INFO))
+    if unknown:
+        from .core.registry import UnknownIdError
+
+        _fail("; ".join(str(UnknownIdError("model backend", n, list(BACKEND_INFO))) for n in unknown))
+    return rows
+
+
+def _print_backends(rows: list[tuple[str, ...]], title: str) -> None:
+    table = Table(title=title)
+    for column in ("backend", "capability", "usable", "loads from", "device", "why / how to get it"):
+        table.add_column(column, overflow="fold")
+    for name, capability, ok, location, device, reason in rows:
+        colour = "green" if ok == "yes" else "yellow"
+        table.add_row(name, capability, f"[{colour}]{ok}[/{colour}]", location, device, reason)
+    stdout.print(table)
+
+
+@models_app.command("list")
+def models_list(names: Optional[list[str]] = typer.Argument(None, help="Only these backends.")) -> None:
+    """Every backend, whether its package and weights are present here (nothing is loaded)."""
+    _print_backends(_backend_rows(names, load=False), "model backends")
+
+
+@models_app.command("check")
+def models_check(names: Optional[list[str]] = typer.Argument(None, help="Only these backends.")) -> None:
+    """Like `list`, but also loads every usable backend to prove it works (slow for big models)."""
+    _print_backends(_backend_rows(names, load=True), "model backends (loaded)")
+
+
+@models_app.command("fetch")
+def models_fetch(names: list[str] = typer.Argument(..., help="Backends whose weights to download.")) -> None:
+    """Download weights into the local caches (the only command that uses the network)."""
+    from .models.catalog import BACKEND_INFO, BACKEND_REGISTRY
+
+    for name in names:
+        if name not in BACKEND_INFO:
+            from .core.registry import UnknownIdError
+
+            _fail(str(UnknownIdError("model backend", name, list(BACKEND_INFO))))
+        try:
+            path = BACKEND_REGISTRY.get(name)(source=None).fetch()
+        except Exception as exc:
+            _fail(f"{name}: could not fetch ({type(exc).__name__}: {exc})")
+        console.print(f"{name}: ready at {path}")
+
+
 @app.command("demo")
 def demo_command(
     out: Path = typer.Option(Path("runs/demo"), "--out", "-o", help="Where to write the demo media and results."),
@@ -205,7 +291,7 @@ def demo_command(
     console.print(f"wrote example manifest {manifest}")
     score_command(
         manifest=manifest, out=out / "run", instructions=None, tasks=None, workers=1, timeout=60.0,
-        thresholds=None, data_root=None, retry_errors=False, offline=True, quiet=False,
+        thresholds=None, data_root=None, retry_errors=False, offline=True, model=[], device=None, quiet=False,
     )  # fmt: skip
 
 

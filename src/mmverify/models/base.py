@@ -1,0 +1,184 @@
+"""What every model backend shares: where weights come from, device choice, lazy loading, errors.
+
+A backend is configured with a *source*: a hub id (``laion/clap-htsat-unfused``) or a local path
+(a folder saved with ``save_pretrained``, or a checkpoint file).  Scoring never downloads: hub ids
+load with ``local_files_only`` from the local Hugging Face cache, which ``mmverify models fetch``
+fills.  Anything missing raises :class:`ModelUnavailable`, which becomes a ``model_unavailable``
+error row whose message says what to fetch or configure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..core.errors import ErrorCode, ScoringError
+
+_SMALL_FILE = 16 * 1024 * 1024
+_EDGE = 1024 * 1024
+
+
+class ModelUnavailable(ScoringError):
+    """The backend cannot be used here (package missing, weights absent, offline)."""
+
+    def __init__(self, backend: str, message: str) -> None:
+        super().__init__(ErrorCode.MODEL_UNAVAILABLE, f"{backend}: {message}")
+        self.backend = backend
+
+
+def is_local(source: str) -> bool:
+    return source.startswith(("/", "./", "../", "~")) or Path(source).expanduser().exists()
+
+
+def pick_device(preferred: str | None = None) -> str:
+    """``cuda`` > ``mps`` > ``cpu`` unless ``preferred`` (or MMVERIFY_DEVICE) names one."""
+    preferred = preferred or os.environ.get("MMVERIFY_DEVICE") or None
+    import torch
+
+    if preferred:
+        if preferred.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device {preferred!r} requested but CUDA is not available")
+        return preferred
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def checkpoint_digest(path: str | Path) -> str:
+    """A cheap, content-based fingerprint of a checkpoint file or folder (for cache keys).
+
+    Small files are hashed whole; large weight files by name, size and their first and last MiB,
+    which tells checkpoints apart without reading gigabytes on every start.
+    """
+    root = Path(path).expanduser()
+    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+    digest = hashlib.sha256()
+    for file in files:
+        size = file.stat().st_size
+        digest.update(f"{file.relative_to(root) if root.is_dir() else file.name}:{size}".encode())
+        with open(file, "rb") as handle:
+            if size <= _SMALL_FILE:
+                digest.update(handle.read())
+            else:
+                digest.update(handle.read(_EDGE))
+                handle.seek(size - _EDGE)
+                digest.update(handle.read(_EDGE))
+    return digest.hexdigest()[:16]
+
+
+def hub_snapshot(repo_id: str, allow_download: bool = False) -> Path:
+    """Local folder of a hub repository; downloads only when ``allow_download``."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, local_files_only=not allow_download))
+    except Exception as exc:  # the hub client raises several types for "not cached"
+        hint = f"run `mmverify models fetch` for it, or point the backend at a local copy"
+        raise FileNotFoundError(f"{repo_id} is not in the local Hugging Face cache ({type(exc).__name__}); {hint}") from None
+
+
+def missing_packages(packages: tuple[str, ...]) -> list[str]:
+    return [name for name in packages if importlib.util.find_spec(name) is None]
+
+
+@dataclass(frozen=True)
+class Availability:
+    ok: bool
+    reason: str
+    location: str
+
+
+class Backend(ABC):
+    """Lazy-loading model wrapper.  Subclasses implement ``_load`` and the capability methods."""
+
+    name: ClassVar[str]
+    capability: ClassVar[str]
+    default_source: ClassVar[str | None] = None
+    packages: ClassVar[tuple[str, ...]] = ("torch",)
+    extra: ClassVar[str] = "models"
+
+    def __init__(self, source: str | None = None, device: str | None = None, batch_size: int = 8) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.source = source or os.environ.get(f"MMVERIFY_{self.name.upper().replace('-', '_')}_SOURCE") or self.default_source
+        self.requested_device = device
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+        self._loaded = False
+        self._fingerprint: str | None = None
+
+    # -- where the weights are --------------------------------------------------------------------
+    def local_path(self, allow_download: bool = False) -> Path:
+        """The checkpoint on disk (a local path, or the hub id's cached snapshot)."""
+        if not self.source:
+            raise ModelUnavailable(self.name, "no checkpoint configured")
+        if is_local(self.source):
+            path = Path(self.source).expanduser()
+            if not path.exists():
+                raise ModelUnavailable(self.name, f"local checkpoint {path} does not exist")
+            return path
+        try:
+            return hub_snapshot(self.source, allow_download)
+        except FileNotFoundError as exc:
+            raise ModelUnavailable(self.name, str(exc)) from None
+
+    def availability(self) -> Availability:
+        """Whether this backend can load here, without loading it."""
+        missing = missing_packages(self.packages)
+        if missing:
+            return Availability(False, f"missing Python packages: {', '.join(missing)} (pip install \"mmverify[{self.extra}]\")", "-")
+        try:
+            return Availability(True, "ready", str(self.local_path()))
+        except ModelUnavailable as exc:
+            return Availability(False, exc.message, self.source or "-")
+
+    @property
+    def fingerprint(self) -> str:
+        """Backend name + checkpoint digest: part of every cache key."""
+        if self._fingerprint is None:
+            self._fingerprint = f"{self.name}:{checkpoint_digest(self.local_path())}"
+        return self._fingerprint
+
+    # -- loading ----------------------------------------------------------------------------------
+    def ensure_loaded(self) -> None:
+        with self._lock:
+            if self._loaded:
+                return
+            missing = missing_packages(self.packages)
+            if missing:
+                raise ModelUnavailable(
+                    self.name, f"missing Python packages {', '.join(missing)}; pip install \"mmverify[{self.extra}]\""
+                )
+            from ..envfix import install_torchvision_op_stubs
+
+            install_torchvision_op_stubs()
+            self.device = pick_device(self.requested_device)
+            self._load(self.local_path())
+            self._loaded = True
+
+    def fetch(self) -> Path:
+        """Download the checkpoint into the local cache (the only code path that downloads)."""
+        return self.local_path(allow_download=True)
+
+    @abstractmethod
+    def _load(self, path: Path) -> None:
+        """Load weights from ``path`` onto ``self.device`` in eval mode."""
+
+    def batches(self, items: list[Any]) -> list[list[Any]]:
+        return [items[i : i + self.batch_size] for i in range(0, len(items), self.batch_size)]
+
+
+def safe_torch_load(path: str | Path, map_location: str = "cpu") -> Any:
+    """``torch.load`` that refuses pickled code (tensors, containers and primitives only)."""
+    import torch
+
+    return torch.load(path, map_location=map_location, weights_only=True)
