@@ -1,0 +1,146 @@
+"""Exact threshold fitting.
+
+Candidates are every midpoint between consecutive distinct scores plus one point below the
+smallest and one above the largest, so every achievable split is tried (a fixed grid can miss the
+best one).  Ties between equally good candidates are broken deterministically: the median of the
+tied candidates (lower median), i.e. the most central of the equally good thresholds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+OBJECTIVES = ("agreement", "balanced_accuracy", "youden", "f1")
+DIRECTIONS = (">", "<")
+_EDGE = 1e-6
+_TIE = 1e-12
+
+
+@dataclass(frozen=True)
+class ThresholdFit:
+    threshold: float
+    direction: str
+    objective: str
+    value: float  # objective at the threshold
+    agreement: float
+    candidates: np.ndarray  # every candidate threshold, ascending
+    values: np.ndarray  # objective at each candidate
+
+
+def candidate_thresholds(scores: np.ndarray) -> np.ndarray:
+    distinct = np.unique(np.asarray(scores, dtype=np.float64))
+    if distinct.size == 0:
+        raise ValueError("no scores to fit a threshold on")
+    middle = (distinct[:-1] + distinct[1:]) / 2.0
+    return np.concatenate([[distinct[0] - _EDGE], middle, [distinct[-1] + _EDGE]])
+
+
+def _validate(scores: np.ndarray, labels: np.ndarray, direction: str, objective: str) -> None:
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    if scores.shape != labels.shape or scores.ndim != 1:
+        raise ValueError("scores and labels must be 1-D arrays of the same length")
+    if not np.all(np.isfinite(scores)):
+        raise ValueError("scores must be finite")
+    if not np.isin(labels, (0, 1)).all():
+        raise ValueError("binary threshold fitting needs labels 0/1")
+
+
+def predict(scores: np.ndarray, threshold: float, direction: str) -> np.ndarray:
+    scores = np.asarray(scores, dtype=np.float64)
+    return (scores > threshold if direction == ">" else scores < threshold).astype(np.int64)
+
+
+def confusion_at(scores: np.ndarray, labels: np.ndarray, thresholds: np.ndarray, direction: str) -> tuple[np.ndarray, ...]:
+    """TP, FP, TN, FN for every threshold at once (sorting + cumulative counts, O(n log n))."""
+    order = np.argsort(scores, kind="stable")
+    sorted_scores = scores[order]
+    positives_sorted = np.cumsum(labels[order])
+    # number of items with score < t  (searchsorted "left" counts strictly smaller values)
+    below = np.searchsorted(sorted_scores, thresholds, side="left")
+    pos_below = np.where(below > 0, positives_sorted[np.maximum(below - 1, 0)], 0)
+    total_pos = int(labels.sum())
+    total = labels.size
+    if direction == ">":  # predicted positive: score > t  (no score equals a candidate)
+        tp = total_pos - pos_below
+        fp = (total - below) - tp
+    else:  # predicted positive: score < t
+        tp = pos_below
+        fp = below - tp
+    fn = total_pos - tp
+    tn = (total - total_pos) - fp
+    return tp, fp, tn, fn
+
+
+def objective_values(tp: np.ndarray, fp: np.ndarray, tn: np.ndarray, fn: np.ndarray, objective: str) -> np.ndarray:
+    tp, fp, tn, fn = (np.asarray(a, dtype=np.float64) for a in (tp, fp, tn, fn))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if objective == "agreement":
+            return (tp + tn) / (tp + fp + tn + fn)
+        tpr = np.where(tp + fn > 0, tp / (tp + fn), 0.0)
+        tnr = np.where(tn + fp > 0, tn / (tn + fp), 0.0)
+        if objective == "balanced_accuracy":
+            return (tpr + tnr) / 2.0
+        if objective == "youden":
+            return tpr + tnr - 1.0
+        denominator = 2 * tp + fp + fn
+        return np.where(denominator > 0, 2 * tp / denominator, 0.0)
+
+
+def _central_best(values: np.ndarray) -> int:
+    best = np.flatnonzero(values >= values.max() - _TIE)
+    return int(best[(len(best) - 1) // 2])
+
+
+def fit_threshold(scores, labels, direction: str = ">", objective: str = "agreement") -> ThresholdFit:
+    """The threshold maximising ``objective`` for predictions ``score <direction> threshold``."""
+    scores = np.asarray(scores, dtype=np.float64)
+    labels = np.asarray(labels).astype(np.int64)
+    _validate(scores, labels, direction, objective)
+    candidates = candidate_thresholds(scores)
+    counts = confusion_at(scores, labels, candidates, direction)
+    values = objective_values(*counts, objective)
+    best = _central_best(values)
+    agreement = objective_values(*counts, "agreement")[best]
+    return ThresholdFit(float(candidates[best]), direction, objective, float(values[best]), float(agreement), candidates, values)
+
+
+@dataclass(frozen=True)
+class ThreeWayFit:
+    low: float
+    high: float
+    agreement: float
+
+
+def fit_two_thresholds(scores, labels) -> ThreeWayFit:
+    """Ordinal labels 0 < 1 < 2: predict 0 below ``low``, 2 above ``high``, else 1.
+
+    Exhaustive over candidate pairs (low <= high); ties prefer the narrowest middle band, then the
+    central pair, so the fit is deterministic.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    labels = np.asarray(labels).astype(np.int64)
+    if scores.shape != labels.shape or not np.isin(labels, (0, 1, 2)).all():
+        raise ValueError("three-way fitting needs equal-length scores and labels in {0, 1, 2}")
+    candidates = candidate_thresholds(scores)
+    below = np.searchsorted(np.sort(scores), candidates, side="left")
+    order = np.argsort(scores, kind="stable")
+    cumulative = [np.concatenate([[0], np.cumsum(labels[order] == k)]) for k in range(3)]
+    c0_below = cumulative[0][below]  # label-0 items predicted 0
+    c1_below = cumulative[1][below]
+    c2_below = cumulative[2][below]
+    total2 = cumulative[2][-1]
+    # pair (i, j), i <= j: correct = zeros below i + ones between i and j + twos above j
+    correct = c0_below[:, None] + (c1_below[None, :] - c1_below[:, None]) + (total2 - c2_below[None, :])
+    valid = np.triu(np.ones_like(correct, dtype=bool))
+    correct = np.where(valid, correct, -1)
+    best_value = correct.max()
+    rows, cols = np.nonzero(correct == best_value)
+    widths = candidates[cols] - candidates[rows]
+    narrowest = np.flatnonzero(widths <= widths.min() + _TIE)
+    pick = narrowest[(len(narrowest) - 1) // 2]
+    return ThreeWayFit(float(candidates[rows[pick]]), float(candidates[cols[pick]]), float(best_value / labels.size))

@@ -1,0 +1,98 @@
+"""Preference pairs: does the verifier score the human-preferred generation higher?
+
+A pairs file (CSV or JSON Lines) has ``instance_id, chosen_sample, rejected_sample`` and optionally
+``task``, ``chosen_model``, ``rejected_model``.  Tie policies for equal scores:
+``strict`` (a tie is wrong), ``half`` (a tie earns 0.5), ``epsilon`` (differences up to ``epsilon``
+count as ties earning 0.5).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from .stats import cluster_bootstrap
+
+TIE_POLICIES = ("strict", "half", "epsilon")
+
+
+@dataclass(frozen=True)
+class Pair:
+    instance_id: str
+    chosen_sample: int
+    rejected_sample: int
+    task: str | None = None
+    chosen_model: str | None = None
+    rejected_model: str | None = None
+
+
+def load_pairs(path: str | Path) -> list[Pair]:
+    path = Path(path)
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        raws = list(csv.DictReader(handle)) if path.suffix.lower() == ".csv" else [
+            json.loads(line) for line in handle if line.strip()
+        ]
+    pairs = []
+    for number, raw in enumerate(raws, start=1):
+        try:
+            pairs.append(
+                Pair(
+                    str(raw["instance_id"]), int(raw["chosen_sample"]), int(raw["rejected_sample"]),
+                    raw.get("task") or None, raw.get("chosen_model") or None, raw.get("rejected_model") or None,
+                )  # fmt: skip
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path.name} record {number}: needs instance_id, chosen_sample, rejected_sample ({exc})") from None
+    return pairs
+
+
+def pair_credit(chosen: float, rejected: float, policy: str = "half", epsilon: float = 0.0) -> float:
+    if policy not in TIE_POLICIES:
+        raise ValueError(f"tie policy must be one of {TIE_POLICIES}")
+    if epsilon < 0:
+        raise ValueError("epsilon must be >= 0")
+    difference = chosen - rejected
+    tie_band = epsilon if policy == "epsilon" else 0.0
+    if abs(difference) <= tie_band:
+        return 0.0 if policy == "strict" else 0.5
+    return 1.0 if difference > 0 else 0.0
+
+
+def pairwise_accuracy(
+    rows: Iterable[Mapping[str, Any]], pairs: Iterable[Pair], *, policy: str = "half", epsilon: float = 0.0, seed: int = 0
+) -> dict[str, Any]:
+    """Per-task and overall pairwise accuracy with cluster-bootstrap CIs (instructions as clusters)."""
+    scores: dict[tuple, dict[str, float]] = defaultdict(dict)  # (instance, sample, model) -> task -> score
+    for row in rows:
+        if row.get("status") == "scored":
+            scores[(str(row["instance_id"]), int(row["sample"]), row.get("model"))][row["task"]] = float(row["score"])
+    by_task: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    missing = 0
+    for pair in pairs:
+        chosen = scores.get((pair.instance_id, pair.chosen_sample, pair.chosen_model), {})
+        rejected = scores.get((pair.instance_id, pair.rejected_sample, pair.rejected_model), {})
+        tasks = [t for t in chosen if t in rejected and (pair.task is None or t == pair.task)]
+        if len(tasks) != 1:  # unscored, or ambiguous without a task column
+            missing += 1
+            continue
+        task = tasks[0]
+        by_task[task].append((pair.instance_id, pair_credit(chosen[task], rejected[task], policy, epsilon)))
+    report: dict[str, Any] = {"policy": policy, "epsilon": epsilon if policy == "epsilon" else None, "unmatched": missing, "tasks": {}}
+    everything: list[tuple[str, float]] = []
+    for task in sorted(by_task):
+        report["tasks"][task] = _accuracy(by_task[task], seed)
+        everything += [(f"{task}/{i}", c) for i, c in by_task[task]]
+    report["overall"] = _accuracy(everything, seed) if everything else None
+    return report
+
+
+def _accuracy(entries: list[tuple[str, float]], seed: int) -> dict[str, Any]:
+    credits = np.array([c for _, c in entries])
+    ci = cluster_bootstrap(lambda idx: float(credits[idx].mean()), [i for i, _ in entries], seed=seed)
+    return {"accuracy": float(credits.mean()), "ci95": list(ci) if ci else None, "pairs": len(entries)}

@@ -1,0 +1,105 @@
+"""Threshold fitting: exactness (vs brute force), planted-threshold recovery, ties, three-way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mmverify.calibration.crossval import cross_validate, grouped_folds
+from mmverify.calibration.fit import candidate_thresholds, fit_threshold, fit_two_thresholds, predict
+
+
+def _brute_force(scores, labels, direction):
+    best = -1.0
+    for t in candidate_thresholds(scores):
+        best = max(best, float(np.mean(predict(scores, t, direction) == labels)))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("direction", [">", "<"])
+def test_fit_is_exact(seed, direction):
+    rng = np.random.default_rng(seed)
+    scores = np.round(rng.uniform(0, 1, 80), 2)  # rounded: many ties between scores
+    labels = (scores + rng.normal(0, 0.2, 80) > 0.5).astype(int)
+    if direction == "<":
+        labels = 1 - labels
+    fit = fit_threshold(scores, labels, direction)
+    assert fit.agreement == pytest.approx(_brute_force(scores, labels, direction))
+    assert fit.agreement == pytest.approx(np.mean(predict(scores, fit.threshold, direction) == labels))
+
+
+def test_a_coarse_grid_can_miss_what_the_exact_sweep_finds():
+    scores = np.array([0.5000, 0.5001, 0.5002, 0.5003])
+    labels = np.array([0, 1, 0, 1])
+    grid = np.linspace(scores.min() - 0.1, scores.max() + 0.1, 100)  # a 100-point grid, step ~0.002
+    grid_best = max(np.mean((scores > t) == labels) for t in grid)
+    # by hand: only cuts inside (0.5000, 0.5001) or (0.5002, 0.5003) reach 3/4; the grid steps over both
+    assert grid_best == 0.5
+    assert fit_threshold(scores, labels).agreement == 0.75
+
+
+def test_planted_threshold_is_recovered_within_one_gap():
+    rng = np.random.default_rng(3)
+    scores = rng.uniform(0, 1, 400)
+    labels = (scores > 0.62).astype(int)
+    flip = rng.random(400) < 0.05
+    labels[flip] = 1 - labels[flip]
+    fit = fit_threshold(scores, labels)
+    gaps = np.diff(np.unique(scores))
+    assert abs(fit.threshold - 0.62) <= 0.05  # noise can move the optimum, but not far
+    clean = (scores > 0.62).astype(int)
+    exact = fit_threshold(scores, clean)
+    assert abs(exact.threshold - 0.62) <= gaps.max()
+    assert exact.agreement == 1.0
+
+
+def test_ties_break_to_the_central_candidate():
+    # perfectly separable with a wide gap: every midpoint in the gap is equally good
+    scores = np.array([0.1, 0.2, 0.8, 0.9])
+    labels = np.array([0, 0, 1, 1])
+    assert fit_threshold(scores, labels).threshold == pytest.approx(0.5)
+    # only one optimum here, so direction and objective do not matter
+    assert fit_threshold(scores, labels, objective="f1").threshold == pytest.approx(0.5)
+    assert fit_threshold(scores, 1 - labels, "<").threshold == pytest.approx(0.5)
+
+
+def test_objectives_differ_on_imbalanced_data():
+    scores = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95])
+    labels = np.array([0, 0, 0, 0, 0, 0, 0, 0, 1, 0])
+    assert fit_threshold(scores, labels).agreement == 0.9
+    balanced = fit_threshold(scores, labels, objective="balanced_accuracy")
+    # by hand: cutting between 0.8 and 0.9 catches the positive (TPR 1) and one negative (TNR 8/9)
+    assert balanced.value == pytest.approx((1 + 8 / 9) / 2) and balanced.threshold == pytest.approx(0.85)
+    with pytest.raises(ValueError):
+        fit_threshold(scores, labels, objective="accuracy_at_k")
+    with pytest.raises(ValueError):
+        fit_threshold(scores, labels + 1)
+
+
+def test_three_way_fit_recovers_two_planted_cuts():
+    rng = np.random.default_rng(4)
+    scores = rng.uniform(0, 1, 300)
+    labels = np.digitize(scores, [0.3, 0.7])
+    fit = fit_two_thresholds(scores, labels)
+    assert fit.agreement == 1.0
+    assert abs(fit.low - 0.3) < 0.02 and abs(fit.high - 0.7) < 0.02
+
+
+def test_folds_keep_instructions_together_and_cv_is_not_optimistic():
+    rng = np.random.default_rng(5)
+    groups = [f"task/{i // 4}" for i in range(200)]  # 50 instructions x 4 samples
+    scores = rng.uniform(0, 1, 200)
+    labels = (scores + rng.normal(0, 0.15, 200) > 0.5).astype(int)
+    for test in grouped_folds(groups, 5):
+        inside = {groups[i] for i in test}
+        outside = {groups[i] for i in set(range(200)) - set(test.tolist())}
+        assert not inside & outside
+    cv = cross_validate(scores, labels, groups, folds=5)
+    in_sample = fit_threshold(scores, labels).agreement
+    assert cv.agreement <= in_sample + 1e-12
+    assert cv.agreement > in_sample - 0.1  # close to the noise ceiling
+    loio = cross_validate(scores, labels, groups, folds=None)
+    assert loio.folds == 50 and loio.agreement <= in_sample + 1e-12
+    with pytest.raises(ValueError):
+        grouped_folds(groups, 51)
