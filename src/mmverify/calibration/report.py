@@ -34,7 +34,7 @@ def _figure(task: str, result: Mapping[str, Any], values: np.ndarray, labels: np
     ax = axes[1]
     bins = np.linspace(float(values.min()), float(values.max()) + 1e-9, 21)
     for label, colour in zip(sorted(set(labels.tolist())), ("#cc3333", "#33aa55", "#3366aa")):
-        ax.hist(values[labels == label], bins=bins, alpha=0.55, color=colour, label=f"human label {label}")
+        ax.hist(values[labels == label], bins=bins, alpha=0.55, color=colour, label=f"human label {label:g}")
     ax.axvline(fit["threshold"], color="black", ls="--", lw=1)
     ax.set_xlabel(result["component"])
     ax.set_ylabel("generations")
