@@ -117,3 +117,16 @@ def test_calibrate_command_end_to_end_and_thresholds_feed_score(tmp_path: Path):
     assert scored.exit_code == 0, scored.output
     row = json.loads((tmp_path / "run" / "results.jsonl").read_text())
     assert row["score"] > 0.99 and row["passed"] is True
+
+
+def test_bundled_example_recovers_its_planted_thresholds(tmp_path: Path):
+    import runpy
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "calibration" / "make_example.py"
+    runpy.run_path(str(script), run_name="not_main")["main"](tmp_path / "data")
+    out = tmp_path / "cal"
+    result = runner.invoke(app, ["calibrate", str(tmp_path / "data" / "results.jsonl"), "--labels", str(tmp_path / "data" / "labels.csv"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    fitted = json.loads((out / "thresholds.json").read_text())
+    assert abs(fitted["i_format_border"]["threshold"] - 0.6) < 0.08  # planted cuts in make_example.py
+    assert abs(fitted["i_format_background"]["threshold"] - 0.45) < 0.08
