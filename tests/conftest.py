@@ -47,3 +47,35 @@ def write_manifest(path: Path, lines: list[Any]) -> Path:
         for line in lines:
             handle.write((line if isinstance(line, str) else json.dumps(line)) + "\n")
     return path
+
+
+def espeak(text: str, path: Path, *, voice: str = "en-us", words_per_minute: int = 160, pitch: int = 50) -> tuple[np.ndarray, int]:
+    """Real synthetic speech from espeak-ng (skips the test when it is not installed)."""
+    import shutil
+    import subprocess
+
+    import soundfile as sf
+
+    if shutil.which("espeak-ng") is None:
+        pytest.skip("espeak-ng is not installed (scripts/setup.sh installs it)")
+    subprocess.run(
+        ["espeak-ng", "-v", voice, "-s", str(words_per_minute), "-p", str(pitch), "-w", str(path), text],
+        check=True,
+        capture_output=True,
+    )
+    audio, rate = sf.read(path, dtype="float32")
+    return audio, rate
+
+
+def click_track(bpm: float, seconds: float, sample_rate: int = 22050, offset: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """A metronome: short decaying 1 kHz clicks at ``bpm``; returns (audio, true beat times)."""
+    n = int(seconds * sample_rate)
+    audio = np.zeros(n, dtype=np.float32)
+    beats = np.arange(offset, seconds, 60.0 / bpm)
+    t = np.arange(int(0.03 * sample_rate)) / sample_rate
+    click = (np.sin(2 * np.pi * 1000 * t) * np.exp(-t * 150)).astype(np.float32)
+    for beat in beats:
+        start = int(round(beat * sample_rate))
+        end = min(n, start + len(click))
+        audio[start:end] += click[: end - start]
+    return audio, beats
