@@ -119,9 +119,12 @@ TASKS: tuple[TaskInfo, ...] = (
     TaskInfo("a_music_exclude", "Instrument exclusion", "audio", "CLAP top-10 vs OpenMIC instrument; < 0.62", ("clap",)),
     TaskInfo(
         "a_music_tempo", "Tempo", "audio", "beat tracking on trimmed audio; abs(BPM - tempo) < 5", ("beat_tracker",),
-        sources=("a_music_attribute",), select="tempo",
+        sources=("a_music_attribute",), select="tempo", impl=f"{_T}.music:MusicTempo",
     ),
-    TaskInfo("a_music_intensity", "Intensity trend", "audio", "RMS peaks, linear fit: fade in/out by slope and stderr", ()),
+    TaskInfo(
+        "a_music_intensity", "Intensity trend", "audio", "RMS peaks, linear fit: fade in/out by slope and stderr", (),
+        impl=f"{_T}.music:MusicIntensity",
+    ),
     TaskInfo(
         "a_music_genre", "Music genre", "audio", "CLAP top-10 vs GTZAN genre; > 0.69", ("clap",), select="genre",
     ),

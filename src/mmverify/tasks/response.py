@@ -62,11 +62,19 @@ class Response:
             for p in self.of_type("audio")
         ]
 
+    def _require_one(self, kind: str) -> None:
+        count = len(self.of_type(kind))
+        if count == 0:
+            raise GenerationFault(f"no_{kind}", f"the response contains no {kind}")
+        if count > 1:
+            raise GenerationFault(f"wrong_{kind}_count", f"expected 1 {kind}, got {count}", **{f"{kind}_count": count})
+
     def single_image(self) -> np.ndarray:
         """The one image a single-image task expects; anything else is the generator's fault."""
-        count = len(self.of_type("image"))
-        if count == 0:
-            raise GenerationFault("no_image", "the response contains no image")
-        if count > 1:
-            raise GenerationFault("wrong_image_count", f"expected 1 image, got {count}", image_count=count)
+        self._require_one("image")
         return self.images()[0]
+
+    def single_audio(self, sample_rate: int | None = None) -> tuple[np.ndarray, int]:
+        """The one clip a single-audio task expects, as mono float32 (resampled when asked)."""
+        self._require_one("audio")
+        return self.audios(sample_rate)[0]
