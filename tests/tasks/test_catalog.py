@@ -41,7 +41,7 @@ PAPER_GROUPS = {
 
 IMPLEMENTED = {
     "i_format_background", "i_format_border", "i_structure", "a_structure",
-    "i_consistency_3d_object", "i_consistency_3d_scene",
+    "i_consistency_3d_object", "i_consistency_3d_scene", "a_music_intensity", "a_music_tempo",
 }
 
 
