@@ -134,7 +134,8 @@ def test_implementations_import_to_a_task_class_with_that_id(task_id: str):
     assert isinstance(cls, type) and issubclass(cls, Task)
     assert cls.id == task_id
     assert TASK_REGISTRY.get(f"task:{task_id}") is cls
-    assert task_info(task_id).needs == ()  # these tasks are programs only: no models needed
+    if task_id != "a_music_tempo":  # the others are programs only: no models needed
+        assert task_info(task_id).needs == ()
 
 
 def test_unknown_task_suggests_the_close_match():
