@@ -33,17 +33,21 @@ def test_sigkill_then_resume_gives_the_same_file(tmp_path: Path):
     reference = tmp_path / "reference"
     assert _score(manifest, reference).wait(timeout=240) == 0
 
-    killed = tmp_path / "killed"
-    results = killed / "results.jsonl"
-    process = _score(manifest, killed)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        if results.exists() and results.read_bytes().count(b"\n") >= 5:
-            os.kill(process.pid, signal.SIGKILL)
+    # kill part-way (retry if a busy machine let the run finish before the kill landed)
+    for attempt in range(3):
+        killed = tmp_path / f"killed{attempt}"
+        results = killed / "results.jsonl"
+        process = _score(manifest, killed)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            if results.exists() and results.read_bytes().count(b"\n") >= 2:
+                os.kill(process.pid, signal.SIGKILL)
+                break
+            time.sleep(0.005)
+        process.wait(timeout=30)
+        if results.exists() and 2 <= results.read_bytes().count(b"\n") < 40:
             break
-        time.sleep(0.01)
-    process.wait(timeout=30)
-    partial = results.read_bytes().count(b"\n")
-    assert 5 <= partial < 40, "the run should have been killed part-way"
+    else:
+        raise AssertionError("could not interrupt the run part-way in three attempts")
     assert _score(manifest, killed).wait(timeout=240) == 0
     assert results.read_bytes() == (reference / "results.jsonl").read_bytes()
