@@ -32,8 +32,15 @@ class ModelUnavailable(ScoringError):
         self.backend = backend
 
 
+_CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".jit", ".safetensors", ".onnx")
+
+
 def is_local(source: str) -> bool:
-    return source.startswith(("/", "./", "../", "~")) or Path(source).expanduser().exists()
+    """Path-like sources are local; bare names ("final0", "large-v3") and hub ids are not, unless
+    a relative folder of that name exists (so ``models/clap`` works from the project root)."""
+    if source.startswith(("/", "./", "../", "~")) or source.endswith(_CHECKPOINT_SUFFIXES):
+        return True
+    return "/" in source and Path(source).exists()
 
 
 def pick_device(preferred: str | None = None) -> str:
@@ -105,6 +112,7 @@ class Backend(ABC):
     default_source: ClassVar[str | None] = None
     packages: ClassVar[tuple[str, ...]] = ("torch",)
     extra: ClassVar[str] = "models"
+    needs_torch: ClassVar[bool] = True  # False for backends without neural weights (no device, no torch import)
 
     def __init__(self, source: str | None = None, device: str | None = None, batch_size: int = 8) -> None:
         if batch_size < 1:
@@ -158,11 +166,17 @@ class Backend(ABC):
                 raise ModelUnavailable(
                     self.name, f"missing Python packages {', '.join(missing)}; pip install \"mmverify[{self.extra}]\""
                 )
-            from ..envfix import install_torchvision_op_stubs
+            if self.needs_torch:
+                from ..envfix import install_torchvision_op_stubs
 
-            install_torchvision_op_stubs()
-            self.device = pick_device(self.requested_device)
-            self._load(self.local_path())
+                install_torchvision_op_stubs()
+                self.device = pick_device(self.requested_device)
+            else:
+                self.device = "cpu"
+            try:
+                self._load(self.local_path())
+            except ImportError as exc:
+                raise ModelUnavailable(self.name, f"cannot import what it needs ({exc}); pip install \"mmverify[{self.extra}]\"") from None
             self._loaded = True
 
     def fetch(self) -> Path:

@@ -7,12 +7,15 @@ worker processes inherit it).  Backends are created on first use and shared by a
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 from typing import Any, Mapping
 
 from ..core.registry import UnknownIdError
+from ..core.settings import Settings
 from .base import Backend, ModelUnavailable
+from .cache import OutputCache
 from .catalog import BACKEND_INFO, BACKEND_REGISTRY, CAPABILITIES
 
 ENV_VAR = "MMVERIFY_MODELS"
@@ -48,15 +51,31 @@ def parse_specs(text: str) -> dict[str, tuple[str, str | None]]:
 
 
 class ModelHub:
-    def __init__(self, overrides: Mapping[str, tuple[str, str | None]] | None = None, device: str | None = None) -> None:
+    def __init__(
+        self,
+        overrides: Mapping[str, tuple[str, str | None]] | None = None,
+        device: str | None = None,
+        cache: OutputCache | None = None,
+    ) -> None:
         self.overrides = dict(overrides or {})
         self.device = device
+        self.cache = cache
         self._instances: dict[str, Backend] = {}
         self._lock = threading.Lock()
 
     @classmethod
     def from_env(cls) -> "ModelHub":
-        return cls(parse_specs(os.environ.get(ENV_VAR, "")), device=os.environ.get("MMVERIFY_DEVICE") or None)
+        """Backends from MMVERIFY_MODELS; outputs cached in ``<cache dir>/outputs.sqlite``
+        unless MMVERIFY_NO_OUTPUT_CACHE is set."""
+        cache = None if os.environ.get("MMVERIFY_NO_OUTPUT_CACHE") else OutputCache(Settings().cache_dir / "outputs.sqlite")
+        return cls(parse_specs(os.environ.get(ENV_VAR, "")), device=os.environ.get("MMVERIFY_DEVICE") or None, cache=cache)
+
+    def _create(self, name: str, source: str | None) -> Backend:
+        cls = BACKEND_REGISTRY.get(name)
+        kwargs: dict[str, Any] = {"source": source, "device": self.device}
+        if self.cache is not None and "cache" in inspect.signature(cls).parameters:
+            kwargs["cache"] = self.cache
+        return cls(**kwargs)
 
     def choice(self, capability: str) -> tuple[str, str | None]:
         if capability in self.overrides:
@@ -69,9 +88,7 @@ class ModelHub:
         """The loaded backend for ``capability``; ``ModelUnavailable`` says how to get it."""
         with self._lock:
             if capability not in self._instances:
-                name, source = self.choice(capability)
-                cls = BACKEND_REGISTRY.get(name)
-                self._instances[capability] = cls(source=source, device=self.device)
+                self._instances[capability] = self._create(*self.choice(capability))
             backend = self._instances[capability]
         try:
             backend.ensure_loaded()

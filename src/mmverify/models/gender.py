@@ -1,0 +1,81 @@
+"""Speaker gender from a wav2vec2 sequence classifier, as in MMMG: the first 5 s at 16 kHz.
+
+``classify`` returns one ``{label: probability}`` dict per clip, labels taken from the checkpoint's
+``id2label`` ("female"/"male" in any letter case are normalised to lower case).  A silent clip
+(peak below -80 dBFS) gets a uniform distribution: there is no voice to classify.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+from .base import ModelUnavailable
+from .speaker import ClipBackend, conv_min_samples, describe, is_silent, length_groups, pad_to, validate_clip
+
+
+def normalise_label(label: str) -> str:
+    lowered = str(label).strip().lower()
+    return lowered if lowered in ("female", "male") else str(label)
+
+
+class Wav2Vec2Gender(ClipBackend):
+    """``alefiury/wav2vec2-large-xlsr-53-gender-recognition-librispeech`` or another wav2vec2-family
+    (wav2vec2, HuBERT, WavLM) sequence-classification checkpoint with its feature extractor."""
+
+    name = "gender-w2v2"
+    capability = "gender"
+    kind = "gender_probs"
+    default_source = "alefiury/wav2vec2-large-xlsr-53-gender-recognition-librispeech"
+    packages = ("torch", "transformers")
+    window_seconds: ClassVar[float] = 5.0
+    labels: list[str]  # the checkpoint's classes in id order, known once loaded
+
+    def _load(self, path: Path) -> None:
+        import torch
+        from transformers import AutoFeatureExtractor, AutoModelForAudioClassification
+
+        try:
+            self._extractor = AutoFeatureExtractor.from_pretrained(str(path), local_files_only=True)
+            self._model = AutoModelForAudioClassification.from_pretrained(str(path), local_files_only=True)
+        except Exception as exc:  # any failure to build it from that folder means: not usable here
+            raise ModelUnavailable(self.name, f"cannot load an audio classifier from {path}: {describe(exc)}") from None
+        self._model.to(self.device).eval()
+        self._torch = torch
+        config = self._model.config
+        self.labels = [normalise_label(config.id2label[i]) for i in range(config.num_labels)]
+        # Group norm in the conv feature encoder normalises over time, padding included.
+        self._pad_ok = getattr(config, "feat_extract_norm", "group") == "layer"
+        self._min_samples = conv_min_samples(config.conv_kernel, config.conv_stride, 1)
+
+    def _cache_params(self) -> dict[str, Any]:
+        return {**super()._cache_params(), "window_s": self.window_seconds}
+
+    def _window(self, clip: np.ndarray) -> np.ndarray:
+        return validate_clip(clip)[: int(self.window_seconds * self.sample_rate)]
+
+    def _compute(self, clips: list[np.ndarray]) -> list[np.ndarray]:
+        torch = self._torch
+        out = np.full((len(clips), len(self.labels)), 1.0 / len(self.labels), dtype=np.float32)
+        voiced = [i for i, clip in enumerate(clips) if not is_silent(clip)]
+        padded = {i: pad_to(clips[i], self._min_samples) for i in voiced}
+        for group in length_groups([padded[i].size for i in voiced], self.batch_size, self._pad_ok):
+            rows = [voiced[j] for j in group]
+            inputs = self._extractor(
+                [padded[i] for i in rows], sampling_rate=self.sample_rate, padding=True,
+                return_attention_mask=True, return_tensors="pt",
+            )
+            with torch.inference_mode():
+                logits = self._model(
+                    inputs["input_values"].to(self.device, torch.float32),
+                    attention_mask=inputs["attention_mask"].to(self.device),
+                ).logits
+            out[rows] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+        return list(out)
+
+    def classify(self, clips: Sequence[np.ndarray]) -> list[dict[str, float]]:
+        """``{label: probability}`` per clip, from its first ``window_seconds``."""
+        rows = self._outputs([self._window(clip) for clip in clips], self._compute)
+        return [{label: float(p) for label, p in zip(self.labels, row)} for row in rows]

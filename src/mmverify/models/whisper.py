@@ -1,0 +1,370 @@
+"""Whisper transcription: transformers checkpoints (``HFWhisper``) and the ``openai-whisper`` package.
+
+Both backends take mono float32 waveforms at 16 kHz and return one stripped transcript per clip.
+
+Determinism: decoding is greedy (temperature 0, one beam) with no fallback to sampling, and
+nothing is conditioned on previous text.  Whisper sees 30 s at a time; longer clips are split here,
+identically for both backends, before decoding (:func:`split_long_clip`): each cut is placed at the
+quietest 20 ms frame of the last 5 s before the 30 s mark, so words are rarely cut, and the pieces'
+transcripts are joined with a space.  Pieces are decoded as ordinary short-form inputs, so a clip
+costs exactly ``ceil``-many decoder passes and can never loop.
+
+An empty clip transcribes to ``""`` without running the model.  Transcripts can be cached in an
+:class:`~mmverify.models.cache.OutputCache` keyed by checkpoint fingerprint, language, decoding
+settings and the clip's content hash.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+from ..core.settings import default_cache_dir
+from .base import Backend, ModelUnavailable, is_local, safe_torch_load
+from .cache import OutputCache, array_digest
+
+SAMPLE_RATE = 16_000
+WINDOW_SECONDS = 30.0
+SEARCH_SECONDS = 5.0
+_FRAME = 320  # 20 ms at 16 kHz
+# Part of every cache key: bump when chunking or decoding semantics change.
+DECODE_POLICY = "greedy-t0/quiet-cut-30s/1"
+
+
+def _validate_clip(clip: np.ndarray) -> np.ndarray:
+    array = np.ascontiguousarray(clip, dtype=np.float32)
+    if array.ndim != 1:
+        raise ValueError(f"expected a mono waveform (1-D array), got shape {array.shape}")
+    if not np.isfinite(array).all():
+        raise ValueError("waveform contains NaN or infinite samples")
+    return array
+
+
+def split_long_clip(
+    clip: np.ndarray,
+    sample_rate: int = SAMPLE_RATE,
+    window_s: float = WINDOW_SECONDS,
+    search_s: float = SEARCH_SECONDS,
+) -> list[np.ndarray]:
+    """Cut ``clip`` into pieces of at most ``window_s`` seconds, at quiet points.
+
+    Each cut lies at the centre of the lowest-energy 20 ms frame within the last ``search_s``
+    seconds of the current window (the earliest such frame on ties), so the split depends only on
+    the samples.
+    """
+    if window_s <= 0 or not 0 < search_s <= window_s:
+        raise ValueError("need window_s > 0 and 0 < search_s <= window_s")
+    window = int(round(window_s * sample_rate))
+    search = int(round(search_s * sample_rate))
+    frame = max(1, int(round(0.02 * sample_rate)))
+    pieces: list[np.ndarray] = []
+    start = 0
+    while clip.shape[0] - start > window:
+        lo = start + window - search
+        region = clip[lo : start + window].astype(np.float64)
+        n_frames = region.shape[0] // frame
+        energy = (region[: n_frames * frame].reshape(n_frames, frame) ** 2).sum(axis=1)
+        cut = lo + int(np.argmin(energy)) * frame + frame // 2
+        pieces.append(clip[start:cut])
+        start = cut
+    pieces.append(clip[start:])
+    return pieces
+
+
+def _language_code(language: str | None, languages: dict[str, str], to_code: dict[str, str]) -> str | None:
+    """``"English"``/``"en"``/``"<|en|>"`` -> ``"en"`` using Whisper's language tables."""
+    if language is None:
+        return None
+    key = language.strip().lower().removeprefix("<|").removesuffix("|>")
+    if key in languages:
+        return key
+    if key in to_code:
+        return to_code[key]
+    raise ValueError(f"unsupported Whisper language {language!r}")
+
+
+class _WhisperBase(Backend):
+    """Shared by both backends: input checks, chunking, cache lookups, batching."""
+
+    sample_rate: ClassVar[int] = SAMPLE_RATE
+    default_language: ClassVar[str | None] = None
+
+    def __init__(
+        self,
+        source: str | None = None,
+        device: str | None = None,
+        batch_size: int = 8,
+        cache: OutputCache | None = None,
+        max_new_tokens: int | None = None,
+    ) -> None:
+        super().__init__(source=source, device=device, batch_size=batch_size)
+        if max_new_tokens is not None and max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be >= 1")
+        self.cache = cache
+        self.max_new_tokens = max_new_tokens
+
+    def _language_tables(self) -> tuple[dict[str, str], dict[str, str]]:
+        raise NotImplementedError
+
+    def transcribe(self, clips: Sequence[np.ndarray], language: str | None = None) -> list[str]:
+        """One transcript per clip; ``language`` (``"english"``, ``"en"``, ``"zh"`` ...) is forced
+        when given, otherwise the backend's default (``None`` lets Whisper detect it)."""
+        arrays = [_validate_clip(clip) for clip in clips]
+        if not arrays:
+            return []
+        code = _language_code(language or self.default_language, *self._language_tables())
+        self.ensure_loaded()
+        texts: list[str | None] = [None] * len(arrays)
+        keys: list[str | None] = [None] * len(arrays)
+        todo: list[int] = []
+        for i, array in enumerate(arrays):
+            if array.size == 0:
+                texts[i] = ""
+                continue
+            if self.cache is not None:
+                keys[i] = OutputCache.key(
+                    self.fingerprint, "transcript", array_digest(array),
+                    language=code, policy=DECODE_POLICY, max_new_tokens=self.max_new_tokens, **self._key_params(),
+                )
+                texts[i] = self.cache.get_text(keys[i])
+            if texts[i] is None:
+                todo.append(i)
+        if todo:
+            # Every piece of every clip goes through the same batches; pieces are regrouped after.
+            owners: list[int] = []
+            pieces: list[np.ndarray] = []
+            for i in todo:
+                for piece in split_long_clip(arrays[i], self.sample_rate):
+                    owners.append(i)
+                    pieces.append(piece)
+            decoded: list[str] = []
+            for batch in self.batches(pieces):
+                decoded.extend(self._decode(batch, code))
+            joined: dict[int, list[str]] = {i: [] for i in todo}
+            for owner, text in zip(owners, decoded):
+                if text.strip():
+                    joined[owner].append(text.strip())
+            for i in todo:
+                texts[i] = " ".join(joined[i])
+                if self.cache is not None and keys[i] is not None:
+                    self.cache.put_text(keys[i], "transcript", texts[i])
+        return [text or "" for text in texts]
+
+    def _key_params(self) -> dict[str, Any]:
+        return {}
+
+    def _decode(self, pieces: list[np.ndarray], language: str | None) -> list[str]:
+        """Transcribe clips of at most 30 s each."""
+        raise NotImplementedError
+
+
+class HFWhisper(_WhisperBase):
+    """Whisper via transformers (``WhisperForConditionalGeneration`` + ``WhisperProcessor``).
+
+    Loads an HF-format folder (``save_pretrained`` output, or a cached hub snapshot) with
+    ``local_files_only``.  Clips in a batch are padded to 30 s each by the processor, so a batch
+    decodes exactly as its clips would one by one.
+    """
+
+    name = "whisper-hf"
+    capability = "transcriber"
+    default_source = "openai/whisper-large-v3"
+    packages = ("torch", "transformers")
+
+    def __init__(
+        self,
+        source: str | None = None,
+        device: str | None = None,
+        batch_size: int = 8,
+        cache: OutputCache | None = None,
+        max_new_tokens: int | None = None,
+        dtype: str | None = None,
+    ) -> None:
+        super().__init__(source=source, device=device, batch_size=batch_size, cache=cache, max_new_tokens=max_new_tokens)
+        self.dtype_name = dtype or "float32"
+
+    def _load(self, path: Path) -> None:
+        import torch
+        from transformers import WhisperForConditionalGeneration, WhisperProcessor
+
+        if not path.is_dir():
+            raise ModelUnavailable(self.name, f"{path} is not a transformers checkpoint folder")
+        dtype = getattr(torch, self.dtype_name, None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"unknown dtype {self.dtype_name!r}")
+        try:
+            self.processor = WhisperProcessor.from_pretrained(path, local_files_only=True)
+            model = WhisperForConditionalGeneration.from_pretrained(path, local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise ModelUnavailable(self.name, f"cannot load a Whisper checkpoint from {path} ({exc})") from None
+        self.model = model.to(device=self.device, dtype=dtype).eval()
+        self._dtype = dtype
+        rate = getattr(self.processor.feature_extractor, "sampling_rate", SAMPLE_RATE)
+        if rate != SAMPLE_RATE:
+            raise ModelUnavailable(self.name, f"checkpoint expects {rate} Hz audio, not {SAMPLE_RATE}")
+
+    def _language_tables(self) -> tuple[dict[str, str], dict[str, str]]:
+        from transformers.models.whisper.tokenization_whisper import LANGUAGES, TO_LANGUAGE_CODE
+
+        return LANGUAGES, TO_LANGUAGE_CODE
+
+    def _key_params(self) -> dict[str, Any]:
+        return {"dtype": self.dtype_name}
+
+    def _decode(self, pieces: list[np.ndarray], language: str | None) -> list[str]:
+        import torch
+
+        features = self.processor.feature_extractor(
+            pieces, sampling_rate=SAMPLE_RATE, return_tensors="pt"
+        ).input_features.to(device=self.device, dtype=self._dtype)
+        config = self.model.generation_config
+        options: dict[str, Any] = {"num_beams": 1, "do_sample": False}
+        # Checkpoints without language/task tables (English-only or old fine-tunes) use their own
+        # forced prompt; asking for a language there is an error in transformers.
+        if getattr(config, "lang_to_id", None):
+            if language is not None:
+                options["language"] = language
+            if getattr(config, "task_to_id", None):
+                options["task"] = "transcribe"
+        if self.max_new_tokens is not None:
+            options["max_new_tokens"] = self.max_new_tokens
+        with torch.inference_mode():
+            ids = self.model.generate(features, **options)
+        sequences = ids.sequences if hasattr(ids, "sequences") else ids
+        return [text.strip() for text in self.processor.batch_decode(sequences, skip_special_tokens=True)]
+
+
+class HFWhisperChinese(HFWhisper):
+    """The Chinese fine-tune MMMG used for ``a_speech_chinese``; forces Chinese unless told otherwise."""
+
+    name = "whisper-hf-zh"
+    capability = "transcriber_zh"
+    default_source = "BELLE-2/Belle-whisper-large-v3-zh"
+    default_language = "zh"
+
+
+class OpenAIWhisper(_WhisperBase):
+    """The ``openai-whisper`` package: a model name (``large-v3``) or a local ``.pt`` checkpoint.
+
+    A name resolves to ``<cache_dir>/whisper/<name>.pt`` (or openai-whisper's own download folder,
+    ``~/.cache/whisper``, when the file is already there); only :meth:`fetch` downloads.  The
+    checkpoint is read with ``weights_only=True`` and the model built from its ``dims``.  Decoding
+    runs without timestamp tokens, one decoder pass per piece; openai-whisper has no batched
+    decoding, so clips run one after another.
+    """
+
+    name = "whisper-openai"
+    capability = "transcriber"
+    default_source = "large-v3"
+    packages = ("torch", "whisper")
+
+    def __init__(
+        self,
+        source: str | None = None,
+        device: str | None = None,
+        batch_size: int = 8,
+        cache: OutputCache | None = None,
+        max_new_tokens: int | None = None,
+        download_root: str | os.PathLike[str] | None = None,
+        fp16: bool = False,
+    ) -> None:
+        super().__init__(source=source, device=device, batch_size=batch_size, cache=cache, max_new_tokens=max_new_tokens)
+        self.download_root = Path(download_root).expanduser() if download_root else default_cache_dir() / "whisper"
+        self.fp16 = fp16
+
+    @staticmethod
+    def _package_root() -> Path:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return Path(base) / "whisper"
+
+    def _model_names(self) -> list[str]:
+        from whisper import available_models
+
+        return list(available_models())
+
+    def _hint(self) -> str:
+        return (
+            f"run `mmverify models fetch {self.name}`, or set MMVERIFY_WHISPER_OPENAI_SOURCE "
+            "to a local openai-whisper .pt checkpoint"
+        )
+
+    def local_path(self, allow_download: bool = False) -> Path:
+        if not self.source:
+            raise ModelUnavailable(self.name, "no checkpoint configured")
+        if is_local(self.source) or self.source.endswith(".pt"):
+            path = Path(self.source).expanduser()
+            if not path.is_file():
+                raise ModelUnavailable(self.name, f"local checkpoint {path} does not exist")
+            return path
+        try:
+            names = self._model_names()
+        except ImportError:
+            raise ModelUnavailable(self.name, 'openai-whisper is not installed (pip install --no-deps openai-whisper)') from None
+        if self.source not in names:
+            raise ModelUnavailable(self.name, f"unknown model {self.source!r}; names: {', '.join(names)}, or a .pt path")
+        target = self.download_root / f"{self.source}.pt"
+        if allow_download:
+            return self._download(target)
+        for candidate in (target, self._package_root() / f"{self.source}.pt"):
+            if candidate.is_file():
+                return candidate
+        raise ModelUnavailable(self.name, f"checkpoint {self.source!r} is not at {target}; {self._hint()}")
+
+    def _download(self, target: Path) -> Path:
+        import whisper
+
+        # openai-whisper's own downloader verifies the file's SHA-256 against its URL.
+        url = whisper._MODELS[self.source]
+        whisper._download(url, str(target.parent), False)
+        return target
+
+    def _load(self, path: Path) -> None:
+        from whisper.model import ModelDimensions, Whisper
+
+        try:
+            checkpoint = safe_torch_load(path, map_location="cpu")
+        except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as exc:
+            raise ModelUnavailable(
+                self.name, f"{path} is not a weights-only openai-whisper checkpoint ({type(exc).__name__}: {exc})"
+            ) from None
+        if not isinstance(checkpoint, dict) or "dims" not in checkpoint or "model_state_dict" not in checkpoint:
+            raise ModelUnavailable(self.name, f"{path} lacks the 'dims' and 'model_state_dict' of an openai-whisper checkpoint")
+        try:
+            model = Whisper(ModelDimensions(**checkpoint["dims"]))
+            model.load_state_dict(checkpoint["model_state_dict"])
+        except (TypeError, RuntimeError) as exc:
+            raise ModelUnavailable(self.name, f"{path}: weights do not fit the declared dims ({exc})") from None
+        self.model = model.to(self.device).eval()
+
+    def _language_tables(self) -> tuple[dict[str, str], dict[str, str]]:
+        from whisper.tokenizer import LANGUAGES, TO_LANGUAGE_CODE
+
+        return LANGUAGES, TO_LANGUAGE_CODE
+
+    def _key_params(self) -> dict[str, Any]:
+        return {"fp16": self.fp16}
+
+    def _decode(self, pieces: list[np.ndarray], language: str | None) -> list[str]:
+        import torch
+
+        options: dict[str, Any] = {
+            "language": language,
+            "task": "transcribe",
+            "temperature": 0.0,  # a single temperature: no fallback to sampling
+            "condition_on_previous_text": False,
+            "without_timestamps": True,
+            "fp16": self.fp16,
+            "verbose": None,
+        }
+        if self.max_new_tokens is not None:
+            options["sample_len"] = self.max_new_tokens
+        texts = []
+        with torch.inference_mode():
+            for piece in pieces:
+                result = self.model.transcribe(piece, **options)
+                texts.append(str(result["text"]).strip())
+        return texts
