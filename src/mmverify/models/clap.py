@@ -1,0 +1,356 @@
+"""CLAP audio/text embeddings: transformers ``ClapModel`` (default) and the original ``laion_clap``.
+
+Both backends take mono float32 waveforms at 48 kHz and return L2-normalised float32 rows.
+
+Determinism: CLAP sees at most ``max_length_s`` (10 s) of audio.  The published preprocessing crops
+longer clips at a *random* offset, so the same clip scores differently on every call.  Here each
+long clip is cropped before feature extraction, at an offset drawn from a generator seeded with the
+clip's content hash: the same clip always gets the same crop, and over many clips the offsets are
+uniform, like the published crop.  Shorter clips are repeat-padded by the feature extractor, which
+involves no randomness.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from .base import Backend, ModelUnavailable, safe_torch_load
+from .cache import OutputCache, array_digest
+
+CROP_POLICY = "content-seeded-crop/1"
+_DEFAULT_MAX_SECONDS = 10
+
+
+def _validate_clip(clip: np.ndarray) -> np.ndarray:
+    array = np.ascontiguousarray(clip, dtype=np.float32)
+    if array.ndim != 1:
+        raise ValueError(f"expected a mono waveform (1-D array), got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError("empty waveform")
+    if not np.isfinite(array).all():
+        raise ValueError("waveform contains NaN or infinite samples")
+    return array
+
+
+def crop_offset(digest: str, overflow: int) -> int:
+    """Start of the crop window for a clip ``overflow`` samples longer than the window.
+
+    Uniform over ``[0, overflow]`` like the published random crop, but seeded by the clip's content
+    hash so it never changes between calls, processes or machines.
+    """
+    rng = np.random.default_rng(int(digest[:16], 16))
+    return int(rng.integers(0, overflow + 1))
+
+
+def deterministic_crop(clip: np.ndarray, max_samples: int, digest: str | None = None) -> np.ndarray:
+    """``clip`` cut to at most ``max_samples`` at a content-seeded offset (shorter clips unchanged)."""
+    overflow = clip.shape[0] - max_samples
+    if overflow <= 0:
+        return clip
+    start = crop_offset(digest or array_digest(clip), overflow)
+    return clip[start : start + max_samples]
+
+
+def _l2_rows(matrix: np.ndarray) -> np.ndarray:
+    rows = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return np.ascontiguousarray(rows / np.maximum(norms, np.float32(1e-12)), dtype=np.float32)
+
+
+_BLAS_CONTROLLER: Any = None
+
+
+def _single_threaded_blas() -> Any:
+    """Run numpy's BLAS on one thread: its worker threads otherwise keep spinning after the small
+    mel-filter products and slow the model forward that follows (~40% on a 2-core machine)."""
+    global _BLAS_CONTROLLER
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return nullcontext()
+    if _BLAS_CONTROLLER is None:
+        _BLAS_CONTROLLER = ThreadpoolController()
+    return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
+
+
+def _pooled(output: Any) -> Any:
+    """transformers 5 returns a model output whose pooler output is the embedding; 4.x a tensor."""
+    return getattr(output, "pooler_output", output)
+
+
+class _ClapBackend(Backend):
+    """Shared by both CLAP backends: input checks, deterministic crop, cache lookups, batching."""
+
+    capability = "audio_text"
+    crop_policy = CROP_POLICY
+
+    def __init__(
+        self, source: str | None = None, device: str | None = None, batch_size: int = 8, cache: OutputCache | None = None
+    ) -> None:
+        super().__init__(source=source, device=device, batch_size=batch_size)
+        self.cache = cache
+        self.sample_rate = 48_000
+        self._torch: Any = None
+
+    def _max_samples(self) -> int:
+        return _DEFAULT_MAX_SECONDS * self.sample_rate
+
+    def embedding_dim(self) -> int:
+        raise NotImplementedError
+
+    def _compute_audio(self, clips: list[np.ndarray]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _compute_text(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _cached(
+        self, kind: str, keys: list[str], items: list[Any], compute: Callable[[list[Any]], np.ndarray]
+    ) -> np.ndarray:
+        rows: list[np.ndarray | None] = [None] * len(items)
+        if self.cache is not None:
+            for i, key in enumerate(keys):
+                rows[i] = self.cache.get_array(key)
+        todo = [i for i, row in enumerate(rows) if row is None]
+        for batch in self.batches(todo):
+            embedded = _l2_rows(compute([items[i] for i in batch]))
+            for i, row in zip(batch, embedded):
+                rows[i] = row
+                if self.cache is not None:
+                    self.cache.put_array(keys[i], kind, row)
+        if not rows:
+            return np.zeros((0, self.embedding_dim()), dtype=np.float32)
+        return np.ascontiguousarray(np.stack(rows), dtype=np.float32)  # type: ignore[arg-type]
+
+    def embed_audio(self, clips: Sequence[np.ndarray]) -> np.ndarray:
+        """(N, D) float32 unit rows; clips are mono float32 at ``sample_rate``."""
+        self.ensure_loaded()
+        arrays = [_validate_clip(clip) for clip in clips]
+        digests = [array_digest(array) for array in arrays]
+        max_samples = self._max_samples()
+        cropped = [deterministic_crop(a, max_samples, d) for a, d in zip(arrays, digests)]
+        keys = [
+            OutputCache.key(self.fingerprint, "clap_audio", d, crop=self.crop_policy, max_samples=max_samples, sr=self.sample_rate)
+            for d in digests
+        ] if self.cache is not None else []
+        return self._cached("clap_audio", keys, cropped, self._compute_audio)
+
+    def embed_text(self, texts: Sequence[str]) -> np.ndarray:
+        """(N, D) float32 unit rows in the same space as :meth:`embed_audio`."""
+        self.ensure_loaded()
+        items = [str(text) for text in texts]
+        keys = [
+            OutputCache.key(self.fingerprint, "clap_text", hashlib.sha256(t.encode("utf-8")).hexdigest()) for t in items
+        ] if self.cache is not None else []
+        return self._cached("clap_text", keys, items, self._compute_text)
+
+
+class HFClap(_ClapBackend):
+    """CLAP through transformers (``laion/clap-htsat-unfused`` or any ``save_pretrained`` folder)."""
+
+    name = "clap-hf"
+    default_source = "laion/clap-htsat-unfused"
+    packages = ("torch", "transformers")
+    extra = "models"
+
+    def __init__(
+        self,
+        source: str | None = None,
+        device: str | None = None,
+        batch_size: int = 8,
+        cache: OutputCache | None = None,
+    ) -> None:
+        super().__init__(source=source, device=device, batch_size=batch_size, cache=cache)
+        self._model: Any = None
+        self._extractor: Any = None
+        self._tokenizer: Any = None
+        self._max_text_tokens = 512
+        self._fusion = False
+
+    def _max_samples(self) -> int:
+        return int(self._extractor.nb_max_samples)
+
+    def embedding_dim(self) -> int:
+        self.ensure_loaded()
+        return int(self._model.config.projection_dim)
+
+    def _load(self, path: Path) -> None:
+        import torch
+        from transformers import AutoTokenizer, ClapFeatureExtractor, ClapModel
+
+        try:
+            model = ClapModel.from_pretrained(path, local_files_only=True)
+            extractor = ClapFeatureExtractor.from_pretrained(path, local_files_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ModelUnavailable(self.name, f"cannot load a CLAP checkpoint from {path} ({exc})") from None
+        self._model = model.to(self.device).eval()
+        self._extractor = extractor
+        self._tokenizer = tokenizer
+        self.sample_rate = int(extractor.sampling_rate)
+        self._fusion = bool(model.config.audio_config.enable_fusion)
+        # Roberta positions are offset by padding_idx + 1, so two positions are unusable.
+        limit = int(model.config.text_config.max_position_embeddings) - 2
+        self._max_text_tokens = min(int(getattr(tokenizer, "model_max_length", limit) or limit), limit)
+        self._torch = torch
+
+    def _compute_audio(self, clips: list[np.ndarray]) -> np.ndarray:
+        torch = self._torch
+        # Clips arrive cropped to the window, so "rand_trunc" never draws.  For fused checkpoints the
+        # extractor marks a random clip "longer" when none is; no clip is longer, so the flag is False.
+        with _single_threaded_blas():
+            features = self._extractor(
+                [clip.astype(np.float64) for clip in clips],
+                sampling_rate=self.sample_rate,
+                truncation="fusion" if self._fusion else "rand_trunc",
+                return_tensors="pt",
+            )
+        is_longer = torch.zeros((len(clips), 1), dtype=torch.bool)
+        with torch.inference_mode():
+            output = self._model.get_audio_features(
+                input_features=features["input_features"].to(self.device, torch.float32),
+                is_longer=is_longer.to(self.device),
+            )
+        return _pooled(output).float().cpu().numpy()
+
+    def _compute_text(self, texts: list[str]) -> np.ndarray:
+        torch = self._torch
+        tokens = self._tokenizer(
+            texts, padding=True, truncation=True, max_length=self._max_text_tokens, return_tensors="pt"
+        )
+        with torch.inference_mode():
+            output = self._model.get_text_features(
+                input_ids=tokens["input_ids"].to(self.device),
+                attention_mask=tokens["attention_mask"].to(self.device),
+            )
+        return _pooled(output).float().cpu().numpy()
+
+
+_IMPORT_LOCK = threading.Lock()
+
+
+@contextmanager
+def _hub_offline() -> Iterator[None]:
+    """Keep laion_clap's import-time tokenizer downloads off the network (it hangs offline otherwise)."""
+    previous_env = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        import huggingface_hub.constants as hub_constants
+    except ImportError:
+        hub_constants = None
+    previous = getattr(hub_constants, "HF_HUB_OFFLINE", None)
+    if hub_constants is not None:
+        hub_constants.HF_HUB_OFFLINE = True  # read once, when huggingface_hub is imported
+    try:
+        yield
+    finally:
+        if hub_constants is not None:
+            hub_constants.HF_HUB_OFFLINE = previous
+        if previous_env is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = previous_env
+
+
+def _checkpoint_state(checkpoint: Any) -> dict[str, Any]:
+    """The model weights inside a laion_clap ``.pt`` file, keyed as ``CLAP`` expects."""
+    state = checkpoint.get("state_dict", checkpoint) if isinstance(checkpoint, dict) else checkpoint
+    if not isinstance(state, dict) or not state:
+        raise ValueError("no state dict in checkpoint")
+    if next(iter(state)).startswith("module."):
+        state = {key[len("module."):]: value for key, value in state.items()}
+    # Newer transformers keep position_ids as a buffer outside the state dict.
+    state.pop("text_branch.embeddings.position_ids", None)
+    return state
+
+
+class LaionClap(_ClapBackend):
+    """The original ``laion_clap`` package with its ``.pt`` checkpoints (e.g. ``630k-audioset-best.pt``).
+
+    ``source`` is the checkpoint file (or a folder holding exactly one ``.pt``).  The package is
+    imported only here: it pins numpy<2 and fetches tokenizers at import, which this backend forces
+    offline -- ``roberta-base``, ``bert-base-uncased`` and ``facebook/bart-base`` must be in the
+    local Hugging Face cache.
+    """
+
+    name = "laion-clap"
+    default_source = None
+    packages = ("torch", "laion_clap")
+    extra = "laion-clap"
+
+    def __init__(
+        self,
+        source: str | None = None,
+        device: str | None = None,
+        batch_size: int = 8,
+        cache: OutputCache | None = None,
+        amodel: str = "HTSAT-tiny",
+        enable_fusion: bool = False,
+    ) -> None:
+        super().__init__(source=source, device=device, batch_size=batch_size, cache=cache)
+        self.amodel = amodel
+        self.enable_fusion = enable_fusion
+        self._module: Any = None
+
+    def local_path(self, allow_download: bool = False) -> Path:
+        if not self.source:
+            raise ModelUnavailable(
+                self.name,
+                "no checkpoint configured; download a laion_clap .pt (e.g. 630k-audioset-best.pt) and set "
+                "MMVERIFY_LAION_CLAP_SOURCE=/path/to/it or --model audio_text=laion-clap@/path/to/it",
+            )
+        path = super().local_path(allow_download)
+        if path.is_dir():
+            found = sorted(path.glob("*.pt"))
+            if len(found) != 1:
+                raise ModelUnavailable(self.name, f"expected exactly one .pt checkpoint in {path}, found {len(found)}")
+            path = found[0]
+        return path
+
+    def _load(self, path: Path) -> None:
+        import torch
+
+        with _IMPORT_LOCK, _hub_offline():
+            try:
+                import laion_clap
+            except (ImportError, OSError) as exc:
+                raise ModelUnavailable(
+                    self.name,
+                    f"cannot import laion_clap ({exc}); install it with pip install \"mmverify[laion-clap]\" and make "
+                    "sure roberta-base, bert-base-uncased and facebook/bart-base are in the Hugging Face cache",
+                ) from None
+            try:
+                module = laion_clap.CLAP_Module(enable_fusion=self.enable_fusion, amodel=self.amodel, device=self.device)
+            except OSError as exc:
+                raise ModelUnavailable(self.name, f"laion_clap could not build its model offline ({exc})") from None
+        # Same steps as CLAP_Module.load_ckpt, but through the weights-only loader.
+        try:
+            state = _checkpoint_state(safe_torch_load(path))
+            module.model.load_state_dict(state)
+        except Exception as exc:  # unpickling refusals, missing or mismatched keys
+            raise ModelUnavailable(self.name, f"cannot load checkpoint {path} ({exc})") from None
+        module.model.eval()
+        self._module = module
+        self._torch = torch
+
+    def embedding_dim(self) -> int:
+        self.ensure_loaded()
+        return int(self._module.model_cfg["embed_dim"])
+
+    def _compute_audio(self, clips: list[np.ndarray]) -> np.ndarray:
+        with self._torch.inference_mode():
+            return np.asarray(self._module.get_audio_embedding_from_data(x=list(clips), use_tensor=False))
+
+    def _compute_text(self, texts: list[str]) -> np.ndarray:
+        # laion_clap squeezes the batch axis of a single text; pad with a copy and drop it.
+        padded = texts + texts[:1] if len(texts) == 1 else texts
+        with self._torch.inference_mode():
+            embedded = np.asarray(self._module.get_text_embedding(padded))
+        return embedded[: len(texts)]

@@ -1,0 +1,283 @@
+"""Reference clips per class, embedded once into an on-disk matrix.
+
+MMMG scores a generated sound by its CLAP cosine similarity to every reference clip of the target
+class (mean of the top 10).  The references never change between generated clips, so they are
+embedded once per backend checkpoint and stored as::
+
+    <index_dir>/<fingerprint>/<layout>/embeddings.npy   float32 (rows, dim), rows grouped by class
+    <index_dir>/<fingerprint>/<layout>/meta.json        class, file, content hash per row; settings
+
+Scoring a clip is then one embedding and one matrix product.  A build reuses the stored matrix
+when the files, the backend fingerprint and the crop policy are unchanged, and re-embeds only the
+files that are new or changed otherwise.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from ..core.hashing import sha256_file
+from ..core.media import load_audio
+from ..core.registry import UnknownIdError
+
+FORMAT_VERSION = 1
+LAYOUTS = ("esc50", "openmic", "gtzan")
+AUDIO_SUFFIXES = {
+    "openmic": (".mp3", ".wav", ".ogg", ".flac"),
+    "gtzan": (".wav", ".au"),
+}
+_EMBED_CHUNK = 32  # clips decoded and embedded at a time: bounds memory on large sets
+
+
+class ReferenceEmbedder(Protocol):
+    """What indexing needs from a backend: a sample rate, an audio embedding, a fingerprint."""
+
+    sample_rate: int
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    def embed_audio(self, clips: Sequence[np.ndarray]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class ReferenceFile:
+    path: Path
+    name: str  # path relative to the set's root, with forward slashes
+    label: str
+
+
+def _class_folders(root: Path, suffixes: tuple[str, ...]) -> list[ReferenceFile]:
+    files = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and path.suffix.lower() in suffixes and not path.name.startswith("."):
+                files.append(ReferenceFile(path, path.relative_to(root).as_posix(), folder.name))
+    return files
+
+
+def _esc50(root: Path) -> list[ReferenceFile]:
+    meta = root / "meta" / "esc50.csv"
+    if not meta.is_file():
+        raise FileNotFoundError(f"ESC-50 metadata not found: {meta}")
+    files, missing = [], []
+    with open(meta, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        absent = {"filename", "category"} - set(reader.fieldnames or ())
+        if absent:
+            raise ValueError(f"{meta} lacks the column(s) {', '.join(sorted(absent))}")
+        for row in reader:
+            path = root / "audio" / row["filename"]
+            if not path.is_file():
+                missing.append(row["filename"])
+                continue
+            files.append(ReferenceFile(path, f"audio/{row['filename']}", row["category"].strip()))
+    if missing:
+        raise FileNotFoundError(f"{len(missing)} file(s) listed in {meta} are missing under {root / 'audio'}, e.g. {missing[0]}")
+    return files
+
+
+def scan(layout: str, root: str | Path) -> list[ReferenceFile]:
+    """The reference files of a set, in a stable order (by class, then name)."""
+    root = Path(root).expanduser()
+    if layout not in LAYOUTS:
+        raise UnknownIdError("reference layout", layout, list(LAYOUTS))
+    if not root.is_dir():
+        raise FileNotFoundError(f"reference folder not found: {root}")
+    files = _esc50(root) if layout == "esc50" else _class_folders(root, AUDIO_SUFFIXES[layout])
+    if not files:
+        raise FileNotFoundError(f"no reference audio found in {root} ({layout} layout)")
+    return sorted(files, key=lambda f: (f.label, f.name))
+
+
+def _safe_dirname(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+
+
+def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
+    """Write through a temporary file and rename, so readers never see a half-written file."""
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, mode, encoding=None if "b" in mode else "utf-8") as stream:
+            write(stream)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _content(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    return [(row["file"], row["class"], row["sha256"]) for row in rows]
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    rows = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=-1, keepdims=True)
+    if np.any(norms == 0):
+        raise ValueError("zero embedding: cosine similarity is undefined")
+    return rows / norms
+
+
+class ReferenceIndex:
+    """An embedding matrix with rows grouped by class; top-k cosine scoring against one class."""
+
+    def __init__(self, embeddings: np.ndarray, labels: Sequence[str], meta: dict[str, Any], embedded: int = 0) -> None:
+        if embeddings.ndim != 2 or embeddings.shape[0] != len(labels):
+            raise ValueError(f"embeddings {embeddings.shape} do not match {len(labels)} labels")
+        self.embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
+        self.labels = list(labels)
+        self.meta = meta
+        self.embedded = embedded  # how many clips the last build had to embed (0 = reused as stored)
+        self._spans: dict[str, slice] = {}
+        start = 0
+        for i in range(1, len(self.labels) + 1):
+            if i == len(self.labels) or self.labels[i] != self.labels[start]:
+                if self.labels[start] in self._spans:
+                    raise ValueError(f"rows of class {self.labels[start]!r} are not contiguous")
+                self._spans[self.labels[start]] = slice(start, i)
+                start = i
+
+    # -- building and loading -----------------------------------------------------------------------
+    @staticmethod
+    def directory(index_dir: str | Path, fingerprint: str, layout: str) -> Path:
+        return Path(index_dir).expanduser() / _safe_dirname(fingerprint) / layout
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "ReferenceIndex":
+        directory = Path(directory)
+        meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
+        if meta.get("format") != FORMAT_VERSION:
+            raise ValueError(f"{directory} holds index format {meta.get('format')!r}, expected {FORMAT_VERSION}")
+        embeddings = np.load(directory / "embeddings.npy", allow_pickle=False)
+        return cls(embeddings, [row["class"] for row in meta["rows"]], meta)
+
+    @classmethod
+    def build(
+        cls,
+        layout: str,
+        root: str | Path,
+        embedder: ReferenceEmbedder,
+        index_dir: str | Path,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> "ReferenceIndex":
+        """Index the set at ``root``, reusing stored rows whose file content is unchanged."""
+        files = scan(layout, root)
+        fingerprint = embedder.fingerprint
+        crop_policy = str(getattr(embedder, "crop_policy", "none"))
+        sample_rate = int(embedder.sample_rate)
+        directory = cls.directory(index_dir, fingerprint, layout)
+
+        previous = cls._previous(directory, fingerprint, crop_policy, sample_rate)
+        old_meta = previous.meta if previous is not None else {"rows": []}
+        stats = {row["file"]: row for row in old_meta["rows"]}
+
+        rows: list[dict[str, Any]] = []
+        for ref in files:
+            stat = ref.path.stat()
+            known = stats.get(ref.name)
+            # A file whose size and mtime match the stored ones keeps its stored hash (no re-read).
+            if known and known["size"] == stat.st_size and known["mtime_ns"] == stat.st_mtime_ns:
+                digest = known["sha256"]
+            else:
+                digest = sha256_file(ref.path)
+            rows.append({"file": ref.name, "class": ref.label, "sha256": digest, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
+
+        meta: dict[str, Any] = {
+            "format": FORMAT_VERSION,
+            "layout": layout,
+            "root": str(Path(root).expanduser().resolve()),
+            "fingerprint": fingerprint,
+            "crop_policy": crop_policy,
+            "sample_rate": sample_rate,
+            "rows": rows,
+        }
+        labels = [row["class"] for row in rows]
+        reusable: dict[tuple[str, str], np.ndarray] = {}
+        if previous is not None:
+            reusable = {(row["file"], row["sha256"]): vector for row, vector in zip(old_meta["rows"], previous.embeddings)}
+            if _content(rows) == _content(old_meta["rows"]):
+                meta["dim"] = old_meta["dim"]
+                if meta != old_meta:  # files touched or moved, content unchanged: refresh the stat cache
+                    cls._write_meta(directory, meta)
+                return cls(previous.embeddings, labels, meta, embedded=0)
+
+        todo = [i for i, row in enumerate(rows) if (row["file"], row["sha256"]) not in reusable]
+        vectors: dict[int, np.ndarray] = {}
+        for start in range(0, len(todo), _EMBED_CHUNK):
+            chunk = todo[start : start + _EMBED_CHUNK]
+            clips = [load_audio(files[i].path, sample_rate=sample_rate)[0] for i in chunk]
+            for i, vector in zip(chunk, _unit_rows(embedder.embed_audio(clips))):
+                vectors[i] = vector
+            if progress is not None:
+                progress(min(start + _EMBED_CHUNK, len(todo)), len(todo))
+        matrix = np.stack(
+            [vectors[i] if i in vectors else reusable[(row["file"], row["sha256"])] for i, row in enumerate(rows)]
+        ).astype(np.float32)
+        meta["dim"] = int(matrix.shape[1])
+
+        directory.mkdir(parents=True, exist_ok=True)
+        _atomic_write(directory / "embeddings.npy", lambda f: np.save(f, matrix, allow_pickle=False))
+        cls._write_meta(directory, meta)  # written last: the meta file marks a complete index
+        return cls(matrix, labels, meta, embedded=len(todo))
+
+    @classmethod
+    def _previous(cls, directory: Path, fingerprint: str, crop_policy: str, sample_rate: int) -> "ReferenceIndex | None":
+        """The stored index if it was built with the same settings (else nothing can be reused)."""
+        if not (directory / "meta.json").is_file():
+            return None
+        try:
+            index = cls.load(directory)
+        except (OSError, ValueError, KeyError):
+            return None  # unreadable or from another format: rebuild
+        meta = index.meta
+        if (meta.get("fingerprint"), meta.get("crop_policy"), meta.get("sample_rate")) != (fingerprint, crop_policy, sample_rate):
+            return None
+        return index
+
+    @staticmethod
+    def _write_meta(directory: Path, meta: dict[str, Any]) -> None:
+        text = json.dumps(meta, indent=1, sort_keys=True, ensure_ascii=False)
+        _atomic_write(directory / "meta.json", lambda f: f.write(text), mode="w")
+
+    # -- scoring --------------------------------------------------------------------------------------
+    def classes(self) -> list[str]:
+        return sorted(self._spans)
+
+    def rows(self, cls: str) -> np.ndarray:
+        """The class's unit-norm reference embeddings (a view, not a copy)."""
+        if cls not in self._spans:
+            raise UnknownIdError("reference class", cls, self.classes())
+        return self.embeddings[self._spans[cls]]
+
+    def similarities(self, embeddings: np.ndarray, cls: str) -> np.ndarray:
+        """Cosine similarity of each query row against every reference of ``cls``: (N, rows)."""
+        queries = _unit_rows(np.atleast_2d(embeddings))
+        return queries @ self.rows(cls).T
+
+    def topk_mean_batch(self, embeddings: np.ndarray, cls: str, k: int = 10) -> np.ndarray:
+        """Mean of the ``k`` highest cosine similarities per query row; ``k`` is capped at the class size."""
+        if k < 1:
+            raise ValueError("k must be >= 1")
+        sims = self.similarities(embeddings, cls)
+        k = min(k, sims.shape[1])
+        top = np.partition(sims, sims.shape[1] - k, axis=1)[:, sims.shape[1] - k :]
+        return top.astype(np.float64).mean(axis=1)
+
+    def topk_mean(self, embedding: np.ndarray, cls: str, k: int = 10) -> float:
+        """Mean of the top-``k`` cosine similarities of one clip's embedding against class ``cls``."""
+        vector = np.asarray(embedding)
+        if vector.ndim != 1:
+            raise ValueError(f"expected one embedding vector, got shape {vector.shape}")
+        return float(self.topk_mean_batch(vector[None, :], cls, k)[0])
+
+    def __len__(self) -> int:
+        return len(self.labels)

@@ -1,0 +1,300 @@
+"""CLAP backends on a tiny random-init checkpoint saved locally and loaded the way users load one."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mmverify.models.base import ModelUnavailable
+from mmverify.models.cache import OutputCache, array_digest
+from mmverify.models.catalog import BACKEND_REGISTRY
+from mmverify.models.clap import CROP_POLICY, HFClap, LaionClap, crop_offset, deterministic_crop
+from mmverify.models.hub import ModelHub
+from mmverify.models.protocols import AudioTextEmbedder
+
+SR = 48_000
+
+
+def build_tiny_clap(folder: Path, fusion: bool = False, seed: int = 0) -> Path:
+    """Save a random-init ClapModel with tiny text/audio towers, its feature extractor and tokenizer.
+
+    The feature extractor keeps the real checkpoint's 48 kHz, 10 s window, "rand_trunc" truncation
+    and repeat-padding; a coarser hop and fewer mel bins keep the spectrogram small.
+    """
+    from mmverify.envfix import install_torchvision_op_stubs
+
+    install_torchvision_op_stubs()
+    import torch
+    from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import ClapConfig, ClapFeatureExtractor, ClapModel, ClapProcessor, RobertaTokenizer
+
+    # Byte-level BPE with no merges: every byte is a token, as in RoBERTa's base alphabet.
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4}
+    for symbol in sorted(ByteLevel.alphabet()):
+        vocab[symbol] = len(vocab)
+    tokenizer = RobertaTokenizer(vocab=vocab, merges=[])
+    config = ClapConfig(
+        text_config=dict(
+            vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+            intermediate_size=32, max_position_embeddings=66, projection_dim=16,
+        ),
+        audio_config=dict(
+            spec_size=64, num_mel_bins=16, window_size=4, depths=[1, 1], num_attention_heads=[1, 2],
+            patch_embeds_hidden_size=8, hidden_size=16, projection_dim=16, enable_fusion=fusion,
+        ),
+        projection_dim=16,
+    )
+    torch.manual_seed(seed)
+    model = ClapModel(config).eval()
+    extractor = ClapFeatureExtractor(
+        feature_size=16, sampling_rate=SR, hop_length=4800, max_length_s=10, fft_window_size=1024,
+        frequency_min=50, frequency_max=14_000, truncation="fusion" if fusion else "rand_trunc", padding="repeatpad",
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    ClapProcessor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(folder)
+    return folder
+
+
+def tone(seconds: float, freq: float, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * SR)) / SR
+    # A slow amplitude sweep makes every 10 s window of a long clip sound different.
+    envelope = 0.2 + 0.8 * (t / max(t[-1], 1e-9))
+    return (0.5 * envelope * np.sin(2 * np.pi * freq * t) + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
+
+
+@pytest.fixture(autouse=True)
+def _keep_global_numpy_state():
+    """Tests below reseed numpy's global generator; put it back for everyone else."""
+    state = np.random.get_state()
+    yield
+    np.random.set_state(state)
+
+
+@pytest.fixture(scope="module")
+def tiny_clap(tmp_path_factory) -> Path:
+    return build_tiny_clap(tmp_path_factory.mktemp("tiny-clap"))
+
+
+@pytest.fixture
+def clips() -> list[np.ndarray]:
+    return [tone(0.5, 440, 1), tone(3.0, 220, 2), tone(10.0, 880, 3), tone(12.5, 330, 4), tone(15.0, 660, 5)]
+
+
+class CountingClap(HFClap):
+    """Counts how many clips and texts reach the model."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.audio_calls: list[int] = []
+        self.text_calls: list[int] = []
+
+    def _compute_audio(self, clips):
+        self.audio_calls.append(len(clips))
+        return super()._compute_audio(clips)
+
+    def _compute_text(self, texts):
+        self.text_calls.append(len(texts))
+        return super()._compute_text(texts)
+
+
+def test_loads_local_checkpoint_and_embeds(tiny_clap, clips):
+    clap = HFClap(source=str(tiny_clap), device="cpu")
+    assert isinstance(clap, AudioTextEmbedder)
+    audio = clap.embed_audio(clips)
+    text = clap.embed_text(["a dog barking", "rain on a tin roof", ""])
+    assert audio.shape == (len(clips), 16) and audio.dtype == np.float32
+    assert text.shape == (3, 16) and text.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(audio, axis=1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(text, axis=1), 1.0, atol=1e-6)
+    assert clap.embed_audio([]).shape == (0, 16)
+    assert clap.sample_rate == SR and clap.fingerprint.startswith("clap-hf:")
+
+
+def test_batched_equals_unbatched(tiny_clap, clips):
+    batched = HFClap(source=str(tiny_clap), batch_size=4)
+    single = HFClap(source=str(tiny_clap), batch_size=1)
+    np.testing.assert_allclose(batched.embed_audio(clips), single.embed_audio(clips), atol=1e-5)
+    texts = ["a cat", "an orchestra tuning up before a concert", "wind"]
+    np.testing.assert_allclose(batched.embed_text(texts), single.embed_text(texts), atol=1e-5)
+
+
+def test_same_clip_gives_identical_bytes_even_when_longer_than_the_window(tiny_clap, clips):
+    long_clip = clips[-1]  # 15 s: the published preprocessing would crop it at random
+    first = HFClap(source=str(tiny_clap)).embed_audio([long_clip])
+    np.random.seed(1)  # the global numpy state must not matter
+    second = HFClap(source=str(tiny_clap)).embed_audio([long_clip])
+    assert first.tobytes() == second.tobytes()
+    clap = HFClap(source=str(tiny_clap))
+    assert clap.embed_audio(clips).tobytes() == clap.embed_audio(clips).tobytes()
+
+
+def test_the_checkpoints_own_preprocessing_is_random_on_long_clips(tiny_clap, clips):
+    """Why the crop exists: the saved extractor crops > 10 s clips at random, shorter ones never."""
+    from transformers import ClapFeatureExtractor
+
+    extractor = ClapFeatureExtractor.from_pretrained(tiny_clap, local_files_only=True)
+    assert extractor.truncation == "rand_trunc"
+
+    def features(clip: np.ndarray, seed: int) -> np.ndarray:
+        np.random.seed(seed)
+        return extractor(clip, sampling_rate=SR, return_tensors="np")["input_features"]
+
+    long_clip, short_clip = clips[-1], clips[1]
+    assert not np.array_equal(features(long_clip, 0), features(long_clip, 1))
+    assert np.array_equal(features(short_clip, 0), features(short_clip, 1))  # repeat-pad: no randomness
+    window = int(extractor.nb_max_samples)
+    cropped = deterministic_crop(long_clip, window)
+    assert np.array_equal(features(cropped, 0), features(cropped, 1))
+
+
+def test_crop_offsets_are_content_seeded_and_uniform():
+    clip = tone(15.0, 500)
+    window = 10 * SR
+    a, b = deterministic_crop(clip, window), deterministic_crop(clip.copy(), window)
+    assert a.shape == (window,) and np.array_equal(a, b)
+    short = tone(4.0, 500)
+    assert deterministic_crop(short, window) is short
+    overflow = 5 * SR
+    offsets = np.array([crop_offset(array_digest(np.array([i], dtype=np.float32)), overflow) for i in range(2000)])
+    assert offsets.min() >= 0 and offsets.max() <= overflow
+    # Uniform over [0, overflow]: each fifth of the range gets about a fifth of the clips.
+    counts = np.histogram(offsets, bins=5, range=(0, overflow + 1))[0]
+    assert np.all(np.abs(counts - 400) < 80), counts
+
+
+def test_cache_serves_repeated_clips_and_texts(tiny_clap, clips, tmp_path):
+    cache = OutputCache(tmp_path / "cache.sqlite")
+    clap = CountingClap(source=str(tiny_clap), batch_size=2, cache=cache)
+    first = clap.embed_audio(clips)
+    assert sum(clap.audio_calls) == len(clips) and cache.hits == 0
+    again = clap.embed_audio(clips)
+    assert sum(clap.audio_calls) == len(clips) and cache.hits == len(clips)
+    assert first.tobytes() == again.tobytes()
+    # Another process (a fresh backend on the same cache file) reuses the entries; only the new clip runs.
+    other = CountingClap(source=str(tiny_clap), cache=OutputCache(tmp_path / "cache.sqlite"))
+    mixed = other.embed_audio([clips[0], tone(2.0, 100, 9), clips[2]])
+    assert other.audio_calls == [1] and other.cache.hits == 2
+    assert mixed[0].tobytes() == first[0].tobytes() and mixed[2].tobytes() == first[2].tobytes()
+    texts = ["a bell", "a bell", "a drum"]
+    clap.embed_text(texts)
+    clap.embed_text(texts)
+    assert sum(clap.text_calls) == 3 and cache.hits == len(clips) + 3
+
+
+def test_unavailable_checkpoints_raise_model_unavailable(tmp_path, monkeypatch):
+    missing = HFClap(source=str(tmp_path / "absent"))
+    with pytest.raises(ModelUnavailable, match="does not exist") as info:
+        missing.ensure_loaded()
+    assert info.value.code == "model_unavailable"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelUnavailable, match="cannot load a CLAP checkpoint"):
+        HFClap(source=str(tmp_path / "empty")).ensure_loaded()
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    uncached = HFClap(source="mmverify-tests/clap-not-downloaded")
+    state = uncached.availability()
+    assert not state.ok and "mmverify models fetch" in state.reason
+    with pytest.raises(ModelUnavailable, match="not in the local Hugging Face cache"):
+        uncached.ensure_loaded()
+
+
+def test_selectable_by_name_through_the_hub(tiny_clap, clips):
+    assert BACKEND_REGISTRY.get("clap-hf") is HFClap and BACKEND_REGISTRY.get("laion-clap") is LaionClap
+    backend = ModelHub({"audio_text": ("clap-hf", str(tiny_clap))}).backend("audio_text")
+    assert isinstance(backend, HFClap)
+    reference = HFClap(source=str(tiny_clap)).embed_audio(clips[:2])
+    assert backend.embed_audio(clips[:2]).tobytes() == reference.tobytes()
+    assert backend.crop_policy == CROP_POLICY
+
+
+def test_fused_checkpoints_are_deterministic_too(tmp_path, clips):
+    folder = build_tiny_clap(tmp_path / "fused", fusion=True)
+    batched = HFClap(source=str(folder), batch_size=4)
+    first = batched.embed_audio(clips)
+    np.random.seed(7)
+    assert first.tobytes() == batched.embed_audio(clips).tobytes()
+    np.testing.assert_allclose(first, HFClap(source=str(folder), batch_size=1).embed_audio(clips), atol=1e-5)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("laion_clap") is not None, reason="laion_clap is installed here")
+def test_laion_clap_reports_the_missing_package(tmp_path):
+    checkpoint = tmp_path / "630k-audioset-best.pt"
+    checkpoint.write_bytes(b"not really a checkpoint")
+    backend = LaionClap(source=str(checkpoint))
+    state = backend.availability()
+    assert not state.ok and "laion_clap" in state.reason and 'pip install "mmverify[laion-clap]"' in state.reason
+    with pytest.raises(ModelUnavailable, match=r'pip install "mmverify\[laion-clap\]"'):
+        backend.ensure_loaded()
+
+
+def test_laion_clap_without_a_checkpoint_says_how_to_configure_one(monkeypatch):
+    monkeypatch.delenv("MMVERIFY_LAION_CLAP_SOURCE", raising=False)
+    with pytest.raises(ModelUnavailable, match="MMVERIFY_LAION_CLAP_SOURCE"):
+        LaionClap().local_path()
+
+
+@pytest.fixture
+def fake_laion_clap(monkeypatch):
+    """A stand-in ``laion_clap`` module: records what the backend does around import and construction."""
+    import importlib.machinery
+    import os
+    import sys
+    import types
+
+    import torch
+
+    seen: dict[str, list] = {"offline": [], "lengths": []}
+
+    class CLAP_Module:  # noqa: N801 - the package's own name
+        def __init__(self, enable_fusion: bool = False, device: str | None = None, amodel: str = "HTSAT-tiny") -> None:
+            seen["offline"].append(os.environ.get("HF_HUB_OFFLINE"))
+            self.model = torch.nn.Linear(4, 3)
+            self.model_cfg = {"embed_dim": 3}
+
+        def get_audio_embedding_from_data(self, x, use_tensor=False):
+            seen["lengths"].append([len(a) for a in x])
+            weight = self.model.weight.detach().numpy()
+            return np.stack([weight @ np.array([len(a), float(np.sum(a)), 1.0, 2.0]) for a in x])
+
+        def get_text_embedding(self, texts):
+            assert len(texts) > 1, "laion_clap mishandles a single text"
+            return np.array([[len(t), 1.0, 0.5] for t in texts], dtype=np.float32)
+
+    module = types.ModuleType("laion_clap")
+    module.__spec__ = importlib.machinery.ModuleSpec("laion_clap", None)
+    module.CLAP_Module = CLAP_Module
+    monkeypatch.setitem(sys.modules, "laion_clap", module)
+    return seen
+
+
+def test_laion_clap_loads_weights_safely_offline_and_crops(fake_laion_clap, tmp_path, monkeypatch):
+    import os
+
+    import torch
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    weights = {"module.weight": torch.arange(12, dtype=torch.float32).reshape(3, 4) / 10, "module.bias": torch.zeros(3)}
+    checkpoint = tmp_path / "630k-audioset-best.pt"
+    torch.save({"state_dict": weights, "epoch": 45}, checkpoint)
+    backend = LaionClap(source=str(tmp_path))  # a folder holding one .pt
+    backend.ensure_loaded()
+    assert fake_laion_clap["offline"] == ["1"] and "HF_HUB_OFFLINE" not in os.environ
+    assert torch.equal(backend._module.model.weight, weights["module.weight"])
+
+    audio = backend.embed_audio([tone(15.0, 300), tone(2.0, 300)])
+    assert fake_laion_clap["lengths"] == [[10 * SR, 2 * SR]]
+    np.testing.assert_allclose(np.linalg.norm(audio, axis=1), 1.0, atol=1e-6)
+    assert backend.embed_text(["one text"]).shape == (1, 3)
+
+    import argparse
+
+    torch.save({"state_dict": weights, "args": argparse.Namespace(lr=0.1)}, checkpoint)  # needs unpickling code
+    with pytest.raises(ModelUnavailable, match="cannot load checkpoint"):
+        LaionClap(source=str(checkpoint)).ensure_loaded()
