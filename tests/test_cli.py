@@ -82,3 +82,15 @@ def test_demo_runs(tmp_path: Path):
     by_id = {r["instance_id"]: r for r in rows}
     assert by_id["demo/border-clean"]["score"] > 0.99 and by_id["demo/border-wrong-colour"]["score"] == 0.0
     assert by_id["demo/missing-file"]["error"]["code"] == "missing_media"
+
+
+def test_models_list_check_and_fetch_errors():
+    listed = runner.invoke(app, ["models", "list"], env={"COLUMNS": "250"})
+    assert listed.exit_code == 0
+    for name in ("clap-hf", "dreamsim", "whisper-hf", "wavlm-sv", "resemblyzer", "beat-this", "librosa-beats", "silero-vad"):
+        assert name in listed.stdout
+    assert "mmverify models fetch" in listed.stdout  # unavailable backends say how to get them
+    checked = runner.invoke(app, ["models", "check", "librosa-beats", "silero-vad"], env={"COLUMNS": "250"})
+    assert checked.exit_code == 0 and checked.stdout.count(" yes ") == 2
+    wrong = runner.invoke(app, ["models", "fetch", "resemblizer"])
+    assert wrong.exit_code == 2 and "resemblyzer" in wrong.output

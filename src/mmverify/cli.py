@@ -295,9 +295,11 @@ def _print_backends(rows: list[tuple[str, ...]], title: str) -> None:
     table = Table(title=title)
     for column in ("backend", "capability", "usable", "loads from", "device", "why / how to get it"):
         table.add_column(column, overflow="fold")
+    from rich.markup import escape
+
     for name, capability, ok, location, device, reason in rows:
         colour = "green" if ok == "yes" else "yellow"
-        table.add_row(name, capability, f"[{colour}]{ok}[/{colour}]", location, device, reason)
+        table.add_row(name, capability, f"[{colour}]{ok}[/{colour}]", escape(location), device, escape(reason))
     stdout.print(table)
 
 

@@ -45,3 +45,35 @@ def test_intensity_without_audio_scores_zero(tmp_path, mmmg_instructions):
         base_dir=tmp_path, instructions=mmmg_instructions,
     )  # fmt: skip
     assert row["score"] == 0.0 and row["reason"] == "no_audio" and row["passed"] is False
+
+
+def test_tempo_with_the_offline_beat_tracker(tmp_path, mmmg_instructions, monkeypatch):
+    from mmverify.models import hub
+    from tests.conftest import click_track
+
+    monkeypatch.setenv(hub.ENV_VAR, "beat_tracker=librosa-beats")
+    monkeypatch.setenv("MMVERIFY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(hub, "_HUB", None)
+    rows = _instances(mmmg_instructions, "a_music_attribute")
+    index = next(i for i, row in enumerate(rows) if row.get("tempo") == 120)
+    items = []
+    for name, bpm in (("right", 120.0), ("wrong", 100.0)):
+        audio, _ = click_track(bpm, 20.0, SR)
+        sf.write(tmp_path / f"{name}.wav", audio, SR)
+        items.append({"task": "a_music_tempo", "instance_id": f"a_music_attribute/{index}", "parts": [{"type": "audio", "path": f"{name}.wav"}]})
+    right, wrong = score_items(items, base_dir=tmp_path, instructions=mmmg_instructions)
+    assert right["score"] == 1.0 and right["evidence"]["tracker"] == "librosa-beats", right
+    assert wrong["score"] == 0.0 and abs(wrong["components"]["bpm"] - 100.0) < 5
+
+
+def test_tempo_without_a_tracker_is_a_model_unavailable_error(tmp_path, mmmg_instructions, monkeypatch):
+    from mmverify.models import hub
+    from tests.conftest import click_track
+
+    monkeypatch.setenv(hub.ENV_VAR, "beat_tracker=beat-this@/nonexistent/final0.ckpt")
+    monkeypatch.setenv("MMVERIFY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(hub, "_HUB", None)
+    audio, _ = click_track(120.0, 5.0, SR)
+    sf.write(tmp_path / "a.wav", audio, SR)
+    [row] = score_items([{"task": "a_music_tempo", "instance_id": "a_music_attribute/10", "parts": [{"type": "audio", "path": "a.wav"}]}], base_dir=tmp_path, instructions=mmmg_instructions)
+    assert row["status"] == "error" and row["error"]["code"] == "model_unavailable"
