@@ -20,6 +20,8 @@ class ErrorCode:
     MISSING_MEDIA = "missing_media"
     PATH_OUTSIDE_ROOT = "path_outside_root"
     MODEL_UNAVAILABLE = "model_unavailable"
+    JUDGE_FAILED = "judge_failed"  # the judge endpoint gave no usable reply after retries
+    JUDGE_UNPARSEABLE = "judge_unparseable"  # a reply that does not end in the answer format asked for
     TIMEOUT = "timeout"
     WORKER_CRASHED = "worker_crashed"
     INTERNAL = "internal_error"

@@ -64,3 +64,18 @@ class VoiceActivity(Protocol):
     sample_rate: int
 
     def speech_segments(self, audio: np.ndarray, sample_rate: int) -> list[tuple[float, float]]: ...
+
+
+@runtime_checkable
+class VisionLanguageJudge(Protocol):
+    """A (vision-)language model answering one prompt about zero or more images.
+
+    ``ask`` returns the raw reply text; parsing it (and refusing unparseable replies) is the job of
+    :mod:`mmverify.verifiers.vlm`.  Implementations use temperature 0, cache replies by content, and
+    raise :class:`mmverify.models.base.ModelUnavailable` or a ``judge_failed`` ScoringError when no
+    reply could be obtained -- never an empty string standing in for an answer.
+    """
+
+    model_id: str
+
+    def ask(self, prompt: str, images: Sequence[np.ndarray] = (), *, max_tokens: int = 1024) -> str: ...
