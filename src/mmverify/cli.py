@@ -78,6 +78,9 @@ def score_command(
     instructions: Optional[Path] = typer.Option(None, help="Instruction set folder (<task>.jsonl, image/, audio/)."),
     tasks: Optional[str] = typer.Option(None, help="Comma-separated task ids to score (others are skipped)."),
     workers: int = typer.Option(1, min=1, help="1: in-process; N>1: N worker processes (hard per-item timeout)."),
+    executor: str = typer.Option("local", help="local (this machine) or ray (a local Ray instance or --ray-address)."),
+    ray_address: Optional[str] = typer.Option(None, help="Ray cluster address (default: start a local instance)."),
+    gpus_per_worker: float = typer.Option(0.0, min=0.0, help="GPUs each Ray worker requests (model backends on GPU)."),
     timeout: float = typer.Option(300.0, min=0.0, help="Per-item time limit in seconds (0: none)."),
     thresholds: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="Thresholds JSON from `calibrate`."),
     data_root: Optional[Path] = typer.Option(None, help="Refuse media paths that resolve outside this folder."),
@@ -90,9 +93,7 @@ def score_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary table."),
 ) -> None:
     """Score MANIFEST into OUT; rerunning with the same OUT resumes where it stopped."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    from .pipelines.score import ScoreConfig, count_lines, run_score
+    from .pipelines.score import ScoreConfig
     from .pipelines.thresholds import load_thresholds
     from .tasks.catalog import CATALOG
 
@@ -121,6 +122,8 @@ def score_command(
         _fail(f"--instructions {instructions} is not a folder")
     if data_root is not None and not data_root.is_dir():
         _fail(f"--data-root {data_root} is not a folder")
+    if executor not in ("local", "ray"):
+        _fail("--executor must be 'local' or 'ray'")
     try:
         threshold_map = load_thresholds(thresholds) if thresholds else {}
     except (ValueError, OSError) as exc:
@@ -135,7 +138,19 @@ def score_command(
         thresholds=threshold_map,
         data_root=data_root,
         retry_errors=retry_errors,
+        executor=executor,
+        ray_address=ray_address,
+        gpus_per_worker=gpus_per_worker,
     )
+    _run_score(config, quiet)
+
+
+def _run_score(config: Any, quiet: bool) -> None:
+    """Run a configured score job with a progress bar and print the summary table."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from .pipelines.score import count_lines, run_score
+
     try:
         if quiet:
             outcome = run_score(config)
@@ -144,9 +159,11 @@ def score_command(
                 TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
             )  # fmt: skip
             with Progress(*columns, console=console, transient=False) as progress:
-                bar = progress.add_task("score", total=count_lines(manifest))
+                bar = progress.add_task("score", total=count_lines(config.manifest))
                 outcome = run_score(config, progress=lambda n: progress.advance(bar, n))
     except ValueError as exc:  # e.g. a corrupt results file from another tool
+        _fail(str(exc))
+    except RuntimeError as exc:  # e.g. --executor ray without Ray installed
         _fail(str(exc))
     if not quiet:
         stdout.print(_summary_table(outcome.summary))
@@ -341,10 +358,10 @@ def demo_command(
 
     manifest = write_demo(out)
     console.print(f"wrote example manifest {manifest}")
-    score_command(
-        manifest=manifest, out=out / "run", instructions=None, tasks=None, workers=1, timeout=60.0,
-        thresholds=None, data_root=None, retry_errors=False, offline=True, model=[], device=None, quiet=False,
-    )  # fmt: skip
+    from .pipelines.score import ScoreConfig
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    _run_score(ScoreConfig(manifest=manifest, out=out / "run", timeout=60.0), quiet=False)
 
 
 def main() -> None:  # pragma: no cover

@@ -72,3 +72,15 @@ def run_dir(tmp_path: Path, mmmg_instructions: Path) -> dict:
     ]
     manifest = write_manifest(tmp_path / "manifest.jsonl", lines)
     return {"manifest": manifest, "instructions": mmmg_instructions, "root": tmp_path, "expected": expected}
+
+
+@pytest.fixture
+def slow_manifest(tmp_path, mmmg_instructions):
+    """Large images: decoding alone takes far longer than a millisecond."""
+    big = np.random.default_rng(0).integers(0, 256, (2000, 2000, 3), dtype=np.uint8)
+    save_png(tmp_path / "big.png", big)
+    lines = [
+        {"task": "i_format_border", "instance_id": f"i_format_border/{i}", "parts": [{"type": "image", "path": "big.png"}]}
+        for i in range(3)
+    ]
+    return write_manifest(tmp_path / "slow.jsonl", lines)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +10,7 @@ import pytest
 
 from mmverify.pipelines.score import ScoreConfig, run_score
 from mmverify.pipelines.thresholds import Threshold
-from tests.conftest import save_png, write_manifest
+from tests.conftest import write_manifest
 
 
 def _config(run_dir: dict, out: Path, **kwargs) -> ScoreConfig:
@@ -89,18 +88,6 @@ def test_duplicate_lines_are_scored_once(run_dir, tmp_path):
     manifest = write_manifest(tmp_path / "dup.jsonl", [first, first])
     outcome = run_score(ScoreConfig(manifest=manifest, out=tmp_path / "out", instructions=run_dir["instructions"]))
     assert outcome.written == 1 and outcome.plan.skipped_done == 1
-
-
-@pytest.fixture
-def slow_manifest(tmp_path, mmmg_instructions):
-    """Large images: decoding alone takes far longer than a millisecond."""
-    big = np.random.default_rng(0).integers(0, 256, (2000, 2000, 3), dtype=np.uint8)
-    save_png(tmp_path / "big.png", big)
-    lines = [
-        {"task": "i_format_border", "instance_id": f"i_format_border/{i}", "parts": [{"type": "image", "path": "big.png"}]}
-        for i in range(3)
-    ]
-    return write_manifest(tmp_path / "slow.jsonl", lines)
 
 
 @pytest.mark.parametrize("workers", [1, 2])

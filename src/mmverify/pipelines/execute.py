@@ -2,23 +2,21 @@
 
 * ``LocalExecutor`` (``--workers 1``) scores in this process; the per-item timeout interrupts Python
   code through ``SIGALRM`` (main thread only).
-* ``ProcessExecutor`` (``--workers N``) keeps N worker processes; an item over its time limit has its
-  worker killed and replaced, so even a hang inside native code cannot stall the run, and a worker
-  that dies (segfault, out of memory) costs one ``worker_crashed`` row, not the run.
+* ``ProcessExecutor`` (``--workers N``, :mod:`.pool`) and ``RayExecutor`` (``--executor ray``,
+  :mod:`.ray_executor`) keep N workers; an item over its time limit has its worker killed and
+  replaced, so even a hang inside native code cannot stall the run, and a worker that dies
+  (segfault, out of memory) costs one ``worker_crashed`` row, not the run.
 
-Both emit rows in plan order whatever the completion order, so results are identical for any N.
+All emit rows in plan order whatever the completion order, so results are identical for any N.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import signal
 import threading
-import time
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
 from typing import Any, Iterable, Iterator, Union
 
 from ..core.errors import ErrorCode, GenerationFault, ScoringError
@@ -109,7 +107,7 @@ def _alarm(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _timeout_row(item: WorkItem, seconds: float | None) -> dict[str, Any]:
+def timeout_row(item: WorkItem, seconds: float | None) -> dict[str, Any]:
     return error_row(item, ErrorCode.TIMEOUT, f"scoring took longer than {seconds:g} s")
 
 
@@ -126,108 +124,5 @@ class LocalExecutor:
                 with _alarm(self.timeout):
                     row = score_item(entry)
             except ItemTimeout:
-                row = _timeout_row(entry, self.timeout)
+                row = timeout_row(entry, self.timeout)
             yield row
-
-
-def _worker_main(conn: Connection) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:
-            return
-        if message is None:
-            return
-        seq, item = message
-        conn.send((seq, score_item(item)))
-
-
-class _Worker:
-    def __init__(self, context: Any) -> None:
-        self.conn, child = context.Pipe(duplex=True)
-        self.process = context.Process(target=_worker_main, args=(child,), daemon=True)
-        self.process.start()
-        child.close()
-        self.job: tuple[int, WorkItem, float] | None = None
-
-    def kill(self) -> None:
-        self.process.kill()
-        self.process.join(timeout=5)
-        self.conn.close()
-
-    def stop(self) -> None:
-        try:
-            self.conn.send(None)
-        except (BrokenPipeError, OSError):
-            pass
-        self.process.join(timeout=5)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join(timeout=5)
-        self.conn.close()
-
-
-@dataclass
-class ProcessExecutor:
-    workers: int = 2
-    timeout: float | None = None
-    max_pending: int = 256  # rows held for reordering before intake pauses (bounds memory)
-
-    def run(self, planned: Iterable[Planned]) -> Iterator[dict[str, Any]]:
-        context = multiprocessing.get_context("spawn")
-        pool = [_Worker(context) for _ in range(self.workers)]
-        source = iter(planned)
-        done: dict[int, dict[str, Any]] = {}
-        next_out = 0
-        next_in = 0
-        exhausted = False
-        try:
-            while True:
-                # intake: immediate rows go straight to the reorder buffer, items to idle workers
-                while not exhausted and len(done) < self.max_pending and any(w.job is None for w in pool):
-                    entry = next(source, None)
-                    if entry is None:
-                        exhausted = True
-                        break
-                    seq, next_in = next_in, next_in + 1
-                    if isinstance(entry, dict):
-                        done[seq] = entry
-                        continue
-                    worker = next(w for w in pool if w.job is None)
-                    deadline = time.monotonic() + self.timeout if self.timeout else float("inf")
-                    worker.conn.send((seq, entry))
-                    worker.job = (seq, entry, deadline)
-                while next_out in done:
-                    yield done.pop(next_out)
-                    next_out += 1
-                busy = [w for w in pool if w.job is not None]
-                if not busy:
-                    if exhausted:
-                        break
-                    continue
-                nearest = min(w.job[2] for w in busy)  # type: ignore[index]
-                wait_for = None if nearest == float("inf") else max(0.0, nearest - time.monotonic())
-                ready = wait([w.conn for w in busy], timeout=wait_for)
-                for index, worker in enumerate(pool):
-                    if worker.job is None:
-                        continue
-                    seq, item, deadline = worker.job
-                    if worker.conn in ready:
-                        try:
-                            got_seq, row = worker.conn.recv()
-                            assert got_seq == seq
-                            done[seq] = row
-                            worker.job = None
-                            continue
-                        except (EOFError, OSError):
-                            done[seq] = error_row(item, ErrorCode.WORKER_CRASHED, "the worker process died while scoring this item")
-                    elif time.monotonic() >= deadline:
-                        done[seq] = _timeout_row(item, self.timeout)
-                    else:
-                        continue
-                    worker.kill()
-                    pool[index] = _Worker(context)
-        finally:
-            for worker in pool:
-                worker.stop()

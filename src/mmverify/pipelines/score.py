@@ -12,7 +12,7 @@ from .. import __version__
 from ..core.media import DEFAULT_LIMITS, MediaLimits
 from ..data.instructions import InstructionSet
 from ..data.manifest import iter_manifest_lines
-from .execute import LocalExecutor, Planned, ProcessExecutor
+from .execute import LocalExecutor, Planned
 from .plan import Planner, PlanStats
 from .results import ResultsFile, latest_rows
 from .summary import summarize, write_summary
@@ -34,10 +34,17 @@ class ScoreConfig:
     retry_errors: bool = False
     limits: MediaLimits = DEFAULT_LIMITS
     bootstrap_seed: int = 0
+    executor: str = "local"  # "local" (in-process for 1 worker, processes for more) or "ray"
+    ray_address: str | None = None
+    gpus_per_worker: float = 0.0
 
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise ValueError("workers must be >= 1")
+        if self.executor not in ("local", "ray"):
+            raise ValueError("executor must be 'local' or 'ray'")
+        if self.gpus_per_worker < 0:
+            raise ValueError("gpus_per_worker must be >= 0")
         if self.timeout is not None and self.timeout <= 0:
             raise ValueError("timeout must be positive")
 
@@ -47,6 +54,7 @@ class ScoreConfig:
             "instructions": str(self.instructions) if self.instructions else None,
             "tasks": sorted(self.tasks) if self.tasks else None,
             "workers": self.workers,
+            "executor": self.executor,
             "timeout_s": self.timeout,
             "data_root": str(self.data_root) if self.data_root else None,
             "thresholds": {task: t.as_dict() for task, t in sorted(self.thresholds.items())},
@@ -95,11 +103,7 @@ def run_score(config: ScoreConfig, progress: Any = None) -> ScoreOutcome:
             done.add(key)  # a duplicate line later in the manifest is skipped, not rescored
             yield entry
 
-    executor = (
-        LocalExecutor(config.timeout)
-        if config.workers == 1
-        else ProcessExecutor(workers=config.workers, timeout=config.timeout)
-    )
+    executor = make_executor(config)
     written = 0
     last_sync = time.monotonic()
     with results:
@@ -128,6 +132,18 @@ def run_score(config: ScoreConfig, progress: Any = None) -> ScoreOutcome:
     summary_path = config.out / "summary.json"
     write_summary(summary, summary_path)
     return ScoreOutcome(written, planner.stats, results.path, summary_path, summary)
+
+
+def make_executor(config: ScoreConfig) -> Any:
+    if config.executor == "ray":
+        from .ray_executor import RayExecutor
+
+        return RayExecutor(config.workers, config.timeout, config.ray_address, config.gpus_per_worker)
+    if config.workers == 1:
+        return LocalExecutor(config.timeout)
+    from .pool import ProcessExecutor
+
+    return ProcessExecutor(workers=config.workers, timeout=config.timeout)
 
 
 def _drop_superseded_errors(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
