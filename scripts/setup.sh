@@ -29,7 +29,7 @@ quiet_pip() {  # this machine kind's pip configuration warns about every mirror 
   "${pip[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 }
 quiet_pip "torch==2.13.0"
-quiet_pip --editable ".[dev,models,ray]" torchvision torchaudio
+quiet_pip --editable ".[dev,models,ray,serve,vlm]" torchvision torchaudio
 quiet_pip --no-deps "openai-whisper==20250625"  # its triton dependency is CUDA-only
 
 # 3. Make the registry's CUDA builds of torchvision/torchaudio importable (no-op on proper builds).

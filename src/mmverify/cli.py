@@ -89,7 +89,23 @@ def score_command(
     model: list[str] = typer.Option(
         [], "--model", help="Backend for a capability: capability=backend[@hub-id-or-path] (repeatable)."
     ),
+    references: list[str] = typer.Option(
+        [], "--references", help="Reference set folder: esc50|openmic|gtzan=/path (repeatable; sets MMVERIFY_REFERENCES)."
+    ),
     device: Optional[str] = typer.Option(None, help="Model device (cpu, cuda, cuda:1, mps); default: best available."),
+    vlm_base_url: Optional[str] = typer.Option(
+        None, "--vlm-base-url", help="OpenAI-compatible endpoint of the VLM judge, e.g. http://127.0.0.1:8000/v1."
+    ),
+    vlm_model: Optional[str] = typer.Option(
+        None, "--vlm-model", help="Judge model at that endpoint, or transformers:<path-or-hub-id> to run one in-process."
+    ),
+    vlm_role: list[str] = typer.Option(
+        [], "--vlm-role", help="Judge for one role: ROLE=MODEL[@URL]; roles spatial, ocr, ocr_second, llm (repeatable)."
+    ),
+    vlm_concurrency: Optional[int] = typer.Option(None, "--vlm-concurrency", help="Judge requests in flight per endpoint and process (default 8)."),
+    vlm_api_key_env: Optional[str] = typer.Option(
+        None, "--vlm-api-key-env", help="Environment variable holding the judge's API key (default OPENAI_API_KEY)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary table."),
 ) -> None:
     """Score MANIFEST into OUT; rerunning with the same OUT resumes where it stopped."""
@@ -108,8 +124,24 @@ def score_command(
         except (ValueError, KeyError) as exc:
             _fail(f"--model: {exc}")
         os.environ[ENV_VAR] = ",".join(model)  # worker processes inherit the choice
+    if references:
+        from .references.sets import ENV_VAR as REFERENCES_VAR, parse_references
+
+        try:
+            parse_references(",".join(references))
+        except (ValueError, KeyError) as exc:
+            _fail(f"--references: {exc}")
+        os.environ[REFERENCES_VAR] = ",".join(references)
     if device:
         os.environ["MMVERIFY_DEVICE"] = device
+    from .models.judge import apply_cli_options
+
+    try:  # the environment carries the judge configuration into worker processes
+        apply_cli_options(
+            base_url=vlm_base_url, model=vlm_model, roles=vlm_role, concurrency=vlm_concurrency, api_key_env=vlm_api_key_env
+        )
+    except (ValueError, KeyError) as exc:
+        _fail(f"{exc}")
     selected = None
     if tasks:
         selected = frozenset(t.strip() for t in tasks.split(",") if t.strip())
@@ -362,6 +394,57 @@ def demo_command(
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     _run_score(ScoreConfig(manifest=manifest, out=out / "run", timeout=60.0), quiet=False)
+
+
+@app.command("serve")
+def serve_command(
+    host: str = typer.Option("127.0.0.1", help="Interface to bind (loopback by default; anything else should have --token)."),
+    port: int = typer.Option(8000, min=0, max=65535, help="Port (0: any free port; the chosen one is logged)."),
+    token: Optional[str] = typer.Option(
+        None, envvar="MMVERIFY_SERVER_TOKEN", help="Require 'Authorization: Bearer TOKEN' (prefer the env variable: argv is visible)."
+    ),
+    data_root: Optional[Path] = typer.Option(None, help="Media paths resolve under this folder; without it only inline media are accepted."),
+    instructions: Optional[Path] = typer.Option(None, help="Instruction set folder, for items that give an instance_id instead of an inline instance."),
+    thresholds: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="Thresholds JSON from `calibrate`."),
+    tasks: Optional[str] = typer.Option(None, help="Comma-separated task ids this server scores (default: every implemented task)."),
+    timeout: float = typer.Option(60.0, min=0.0, help="Per-item time limit in seconds (0: none)."),
+    request_timeout: float = typer.Option(300.0, min=0.001, help="A request not answered within this many seconds gets 504."),
+    max_body_mb: float = typer.Option(32.0, min=0.001, help="Larger request bodies get 413."),
+    max_items: int = typer.Option(256, min=1, help="Requests with more items get 413."),
+    batch_wait_ms: float = typer.Option(2.0, min=0.0, help="How long the micro-batcher collects concurrent requests."),
+    max_batch: int = typer.Option(64, min=1, help="Most items scored as one batch."),
+    on_error: str = typer.Option("raise", help="/get_reward for items that cannot be scored: raise (HTTP 500), zero, or none (null)."),
+    offline: bool = typer.Option(False, help="Never touch the network (sets HF_HUB_OFFLINE)."),
+    model: list[str] = typer.Option([], "--model", help="Backend for a capability: capability=backend[@hub-id-or-path] (repeatable)."),
+    device: Optional[str] = typer.Option(None, help="Model device (cpu, cuda, cuda:1, mps); default: best available."),
+) -> None:
+    """Serve rewards over HTTP: POST /score, POST /get_reward (OpenRLHF), GET /healthz, GET /tasks."""
+    try:
+        from .pipelines.server import ServerConfig, run
+    except ImportError as exc:
+        _fail(f"the server needs starlette and uvicorn ({exc}); pip install \"mmverify[serve]\"")
+    if data_root is not None and not data_root.is_dir():
+        _fail(f"--data-root {data_root} is not a folder")
+    if instructions is not None and not instructions.is_dir():
+        _fail(f"--instructions {instructions} is not a folder")
+    if host not in ("127.0.0.1", "::1", "localhost") and not token:
+        console.print(f"[yellow]warning:[/yellow] serving on {host} without --token: anyone who can reach it can use it")
+    try:
+        import uvicorn  # noqa: F401  (fail before binding, with the extra's name)
+        import starlette  # noqa: F401
+
+        config = ServerConfig(
+            host=host, port=port, token=token or None, data_root=data_root, instructions=instructions,
+            thresholds=thresholds, tasks=[t.strip() for t in tasks.split(",") if t.strip()] if tasks else None,
+            item_timeout=timeout or None, request_timeout=request_timeout, max_body_bytes=int(max_body_mb * 1024 * 1024),
+            max_items=max_items, batch_wait_ms=batch_wait_ms, max_batch_items=max_batch, on_error=on_error,
+            reward_options={"models": model or None, "device": device, "offline": offline or None},
+        )  # fmt: skip
+        run(config)
+    except ImportError as exc:
+        _fail(f"the server needs starlette and uvicorn ({exc}); pip install \"mmverify[serve]\"")
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
 
 
 def main() -> None:  # pragma: no cover

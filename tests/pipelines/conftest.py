@@ -61,7 +61,7 @@ def run_dir(tmp_path: Path, mmmg_instructions: Path) -> dict:
         ("scored", None, "1"),
         ("error", "malformed_line", None),
         ("error", "unknown_task", None),
-        ("error", "not_implemented", None),
+        ("error", "model_unavailable", None),  # i_ocr needs a judge; none is configured
         ("error", "unknown_instance", None),
         ("error", "missing_media", None),
         ("error", "path_outside_root", None),

@@ -56,7 +56,7 @@ def test_summary_counts_and_cluster_bootstrap(run_dir, tmp_path):
     assert low <= border["mean"] <= high
     assert summary["groups"]["image-text"]["tasks_scored"] == 1  # i_structure
     assert set(summary["by_model"]) == {"None", "inline-model"}
-    assert summary["tasks"]["i_ocr"]["errors"] == {"not_implemented": 1}
+    assert summary["tasks"]["i_ocr"]["errors"] == {"model_unavailable": 1}
 
 
 def test_rerun_skips_done_rows_and_resume_after_a_kill_is_identical(run_dir, tmp_path):
@@ -123,3 +123,14 @@ def test_config_is_validated():
         ScoreConfig(manifest=Path("m"), out=Path("o"), workers=0)
     with pytest.raises(ValueError):
         Threshold(1.0, direction="=")
+
+
+def test_tasks_without_an_implementation_are_not_implemented_errors(tmp_path, monkeypatch):
+    import dataclasses
+
+    from mmverify.api import score_items
+    from mmverify.tasks import catalog
+
+    monkeypatch.setitem(catalog.CATALOG, "i_ocr", dataclasses.replace(catalog.CATALOG["i_ocr"], impl=None))
+    [row] = score_items([{"task": "i_ocr", "instance": {"text": "x"}, "parts": []}], base_dir=tmp_path)
+    assert row["status"] == "error" and row["error"]["code"] == "not_implemented" and row["score"] is None

@@ -192,3 +192,31 @@ def test_with_a_tiny_clap_checkpoint(esc50, tmp_path):
     assert index.meta["sample_rate"] == 48_000 and index.meta["crop_policy"] == clap.crop_policy
     query = clap.embed_audio([np.resize(sound(300.0, 5), 48_000)])[0]
     assert brute_force(query, index.rows("dog"), 10) == pytest.approx(index.topk_mean(query, "dog"), abs=1e-6)
+
+
+def test_gtzan_thirds_indexes_three_windows_per_file(tmp_path):
+    """The published genre references: each clip's first 10 s, 10-20 s and last 10 s are rows of their own."""
+    from mmverify.references.index import cut_window
+
+    root = tmp_path / "GTZAN"
+    (root / "jazz").mkdir(parents=True)
+    clip = sound(500.0, seed=1, seconds=25.0)
+    sf.write(root / "jazz" / "jazz.00000.wav", clip, SR, subtype="FLOAT")
+    embedder = SpectrumEmbedder()
+    index = ReferenceIndex.build("gtzan-thirds", root, embedder, tmp_path / "index")
+    assert [row["file"] for row in index.meta["rows"]] == [
+        "jazz/jazz.00000.wav#0s-10s", "jazz/jazz.00000.wav#10s-20s", "jazz/jazz.00000.wav#last10s",
+    ]  # fmt: skip
+    windows = [clip[: 10 * SR], clip[10 * SR : 20 * SR], clip[-10 * SR :]]
+    np.testing.assert_allclose(index.rows("jazz"), SpectrumEmbedder().embed_audio(windows), atol=1e-6)
+    assert len(ReferenceIndex.build("gtzan", root, embedder, tmp_path / "index")) == 1  # whole files
+    assert ReferenceIndex.build("gtzan-thirds", root, embedder, tmp_path / "index").embedded == 0
+
+    sf.write(root / "jazz" / "jazz.00001.wav", sound(500.0, seed=2, seconds=15.0), SR)
+    with pytest.raises(ValueError, match="too short for the window 10s-20s"):
+        ReferenceIndex.build("gtzan-thirds", root, embedder, tmp_path / "index")
+    with pytest.raises(ValueError, match="too short"):
+        cut_window(np.zeros(5 * SR, dtype=np.float32), SR, (-10.0, None))
+    (root / "jazz" / "jazz.00001.wav").write_bytes(b"RIFF....WAVE corrupt")  # GTZAN ships one such file
+    with pytest.raises(ValueError, match="cannot decode reference .*jazz.00001.wav"):
+        ReferenceIndex.build("gtzan-thirds", root, embedder, tmp_path / "index")

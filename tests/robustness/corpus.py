@@ -206,7 +206,7 @@ def manifest_cases() -> list[Case]:
         Case("manifest:instance-bad-colour", _line({"task": "i_format_border", "instance": {"color": "mauve"}, "parts": []}), "error", "invalid_instance"),
         Case("manifest:inline-base64-image", _line({"task": "i_format_border", "instance": BORDER, "parts": [{"type": "image", "data": png64}]}), "scored", None),
         Case("manifest:two-images", lambda folder: {**_good_image(folder), "parts": [{"type": "image", "path": "good.png"}] * 2}, "scored", "wrong_image_count"),
-        Case("manifest:not-implemented", _line({"task": "i_ocr", "instance": {"text": "x"}, "parts": []}), "error", "not_implemented"),
+        Case("manifest:judge-not-configured", lambda folder: {**_good_image(folder), "task": "i_ocr", "instance": {"text": "x"}}, "error", "model_unavailable"),
         Case("manifest:unknown-instance-id", _line({"task": "i_format_border", "instance_id": "i_format_border/999", "parts": []}), "error", "unknown_instance"),
     ]
 

@@ -42,6 +42,19 @@ PAPER_GROUPS = {
 IMPLEMENTED = {
     "i_format_background", "i_format_border", "i_structure", "a_structure",
     "i_consistency_3d_object", "i_consistency_3d_scene", "a_music_intensity", "a_music_tempo",
+    "a_sound_begin_end", "a_sound_include", "a_sound_cot", "a_sound_silence",
+    "a_music_instrument", "a_music_exclude", "a_music_genre",
+    *(SPEECH_NEEDS := {
+        "a_speech_attribute": ("whisper", "gender"), "a_speech_chinese": ("whisper", "gender"),
+        "a_speech_imitate": ("whisper", "speaker"), "a_consistency_conversation": ("whisper", "speaker"),
+        "a_speech_constraint": ("whisper",), "a_speech_modify": ("whisper",), "a_speech_translate": ("whisper",),
+        "a_speech_retrieve": ("whisper",),
+    }),
+    *(IMAGE_JUDGED := {
+        "i_object_include", "i_object_exclude", "i_object_count", "i_object_attribute", "i_object_cot",
+        "i_object_commonsense", "i_relation_two", "i_relation_all", "i_spacial_relative", "i_spacial_absolute",
+        "i_ocr", "i_ocr_two", "i_ocr_multi_lingual",
+    }),
 }
 
 
@@ -134,8 +147,12 @@ def test_implementations_import_to_a_task_class_with_that_id(task_id: str):
     assert isinstance(cls, type) and issubclass(cls, Task)
     assert cls.id == task_id
     assert TASK_REGISTRY.get(f"task:{task_id}") is cls
-    if task_id != "a_music_tempo":  # the others are programs only: no models needed
-        assert task_info(task_id).needs == ()
+    # the tempo tracker and CLAP are the only models implemented tasks need; the others are programs
+    clap = {"a_sound_begin_end", "a_sound_include", "a_sound_cot", "a_sound_silence", "a_music_instrument", "a_music_exclude", "a_music_genre"}
+    needs = ("beat_tracker",) if task_id == "a_music_tempo" else ("clap",) if task_id in clap else ()
+    needs = ("vlm",) if task_id in IMAGE_JUDGED else needs  # the judged image tasks need only a VLM judge
+    needs = SPEECH_NEEDS.get(task_id, needs)  # speech tasks: Whisper plus a gender or speaker model
+    assert task_info(task_id).needs == needs
 
 
 def test_unknown_task_suggests_the_close_match():

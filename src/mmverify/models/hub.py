@@ -61,6 +61,7 @@ class ModelHub:
         self.device = device
         self.cache = cache
         self._instances: dict[str, Backend] = {}
+        self._judges: dict[Any, Any] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -97,6 +98,23 @@ class ModelHub:
         except ImportError as exc:
             raise ModelUnavailable(backend.name, f"cannot import its package ({exc})") from None
         return backend
+
+    def judge(self, role: str = "default") -> Any:
+        """The :class:`~mmverify.models.protocols.VisionLanguageJudge` for ``role`` ("default",
+        "spatial", "ocr", "ocr_second", "llm"; unconfigured roles fall back to "default").
+
+        Read from the MMVERIFY_VLM_* environment on every call (``score --vlm-*`` sets it), so a
+        changed configuration takes effect; equal configurations share one judge instance.
+        """
+        from .judge import NOT_CONFIGURED, build_judge, config_from_env
+
+        config = config_from_env(role)
+        if config is None:
+            raise ModelUnavailable("vlm", NOT_CONFIGURED)
+        with self._lock:
+            if config not in self._judges:
+                self._judges[config] = build_judge(config)
+            return self._judges[config]
 
 
 _HUB: ModelHub | None = None

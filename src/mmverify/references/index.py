@@ -7,6 +7,10 @@ embedded once per backend checkpoint and stored as::
     <index_dir>/<fingerprint>/<layout>/embeddings.npy   float32 (rows, dim), rows grouped by class
     <index_dir>/<fingerprint>/<layout>/meta.json        class, file, content hash per row; settings
 
+A layout may index fixed windows of every file instead of whole files (``gtzan-thirds``: the
+published genre references are GTZAN's 30 s clips cut into their first 10 s, 10-20 s and last 10 s,
+three rows per file).
+
 Scoring a clip is then one embedding and one matrix product.  A build reuses the stored matrix
 when the files, the backend fingerprint and the crop policy are unchanged, and re-embeds only the
 files that are new or changed otherwise.
@@ -21,19 +25,24 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 import numpy as np
 
 from ..core.hashing import sha256_file
-from ..core.media import load_audio
+from ..core.media import MediaError, load_audio
 from ..core.registry import UnknownIdError
 
 FORMAT_VERSION = 1
-LAYOUTS = ("esc50", "openmic", "gtzan")
+LAYOUTS = ("esc50", "openmic", "gtzan", "gtzan-thirds")
 AUDIO_SUFFIXES = {
     "openmic": (".mp3", ".wav", ".ogg", ".flac"),
     "gtzan": (".wav", ".au"),
+    "gtzan-thirds": (".wav", ".au"),
+}
+Window = tuple[float, Optional[float]]  # (start, end) in seconds; a negative start counts from the end
+WINDOWS: dict[str, tuple[Window, ...]] = {
+    "gtzan-thirds": ((0.0, 10.0), (10.0, 20.0), (-10.0, None)),
 }
 _EMBED_CHUNK = 32  # clips decoded and embedded at a time: bounds memory on large sets
 
@@ -52,8 +61,25 @@ class ReferenceEmbedder(Protocol):
 @dataclass(frozen=True)
 class ReferenceFile:
     path: Path
-    name: str  # path relative to the set's root, with forward slashes
+    name: str  # path relative to the set's root, with forward slashes (+ "#window" for windowed layouts)
     label: str
+    window: Window | None = None
+
+
+def _window_name(window: Window) -> str:
+    start, end = window
+    return f"last{-start:g}s" if end is None else f"{start:g}s-{end:g}s"
+
+
+def cut_window(clip: np.ndarray, sample_rate: int, window: Window, name: str = "clip") -> np.ndarray:
+    """The samples of ``window``; a clip too short to hold the window is refused, not padded."""
+    start_s, end_s = window
+    n = len(clip)
+    start = round(start_s * sample_rate) if start_s >= 0 else n + round(start_s * sample_rate)
+    end = n if end_s is None else round(end_s * sample_rate)
+    if not 0 <= start < end <= n:
+        raise ValueError(f"{name} lasts {n / sample_rate:.2f} s, too short for the window {_window_name(window)}")
+    return clip[start:end]
 
 
 def _class_folders(root: Path, suffixes: tuple[str, ...]) -> list[ReferenceFile]:
@@ -96,6 +122,10 @@ def scan(layout: str, root: str | Path) -> list[ReferenceFile]:
     files = _esc50(root) if layout == "esc50" else _class_folders(root, AUDIO_SUFFIXES[layout])
     if not files:
         raise FileNotFoundError(f"no reference audio found in {root} ({layout} layout)")
+    if layout in WINDOWS:
+        files = [
+            ReferenceFile(f.path, f"{f.name}#{_window_name(w)}", f.label, w) for f in files for w in WINDOWS[layout]
+        ]
     return sorted(files, key=lambda f: (f.label, f.name))
 
 
@@ -113,6 +143,21 @@ def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") ->
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _decode(refs: Sequence[ReferenceFile], sample_rate: int) -> list[np.ndarray]:
+    """Each reference's samples (its window, for windowed layouts); a file is decoded once per call."""
+    decoded: dict[Path, np.ndarray] = {}
+    clips = []
+    for ref in refs:
+        if ref.path not in decoded:
+            try:
+                decoded[ref.path] = load_audio(ref.path, sample_rate=sample_rate)[0]
+            except MediaError as exc:  # name the file: sets hold thousands (GTZAN ships one corrupt clip)
+                raise ValueError(f"cannot decode reference {ref.path}: {exc}") from None
+        clip = decoded[ref.path]
+        clips.append(clip if ref.window is None else cut_window(clip, sample_rate, ref.window, ref.name))
+    return clips
 
 
 def _content(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
@@ -181,6 +226,7 @@ class ReferenceIndex:
         stats = {row["file"]: row for row in old_meta["rows"]}
 
         rows: list[dict[str, Any]] = []
+        hashed: dict[Path, str] = {}  # windowed layouts list each file several times
         for ref in files:
             stat = ref.path.stat()
             known = stats.get(ref.name)
@@ -188,7 +234,8 @@ class ReferenceIndex:
             if known and known["size"] == stat.st_size and known["mtime_ns"] == stat.st_mtime_ns:
                 digest = known["sha256"]
             else:
-                digest = sha256_file(ref.path)
+                digest = hashed[ref.path] if ref.path in hashed else sha256_file(ref.path)
+                hashed[ref.path] = digest
             rows.append({"file": ref.name, "class": ref.label, "sha256": digest, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
 
         meta: dict[str, Any] = {
@@ -214,7 +261,7 @@ class ReferenceIndex:
         vectors: dict[int, np.ndarray] = {}
         for start in range(0, len(todo), _EMBED_CHUNK):
             chunk = todo[start : start + _EMBED_CHUNK]
-            clips = [load_audio(files[i].path, sample_rate=sample_rate)[0] for i in chunk]
+            clips = _decode([files[i] for i in chunk], sample_rate)
             for i, vector in zip(chunk, _unit_rows(embedder.embed_audio(clips))):
                 vectors[i] = vector
             if progress is not None:

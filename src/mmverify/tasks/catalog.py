@@ -41,21 +41,23 @@ _VLM_EXIST = "VLM existence question per object (CoT, Yes/No last); mean"
 
 TASKS: tuple[TaskInfo, ...] = (
     # -- image (15) -------------------------------------------------------------------------------
-    TaskInfo("i_object_include", "Object inclusion", "image", "VLM scene check x mean(object present)", ("vlm",)),
-    TaskInfo("i_object_exclude", "Object exclusion", "image", "VLM scene check x mean(object absent)", ("vlm",)),
-    TaskInfo("i_object_count", "Object counting", "image", "VLM count MCQ (A <3 ... F >6); binary", ("vlm",)),
-    TaskInfo("i_object_attribute", "Object attribute", "image", _VLM_EXIST, ("vlm",)),
-    TaskInfo("i_object_cot", "Object reasoning (knowledge)", "image", _VLM_EXIST, ("vlm",)),
-    TaskInfo("i_object_commonsense", "Commonsense objects", "image", _VLM_EXIST, ("vlm",)),
-    TaskInfo("i_relation_two", "Comparison relation", "image", _VLM_EXIST, ("vlm",)),
-    TaskInfo("i_relation_all", "Universal relation", "image", _VLM_EXIST, ("vlm",)),
+    TaskInfo("i_object_include", "Object inclusion", "image", "VLM scene check x mean(object present)", ("vlm",), impl=f"{_T}.image_judged:ObjectInclude"),
+    TaskInfo("i_object_exclude", "Object exclusion", "image", "VLM scene check x mean(object absent)", ("vlm",), impl=f"{_T}.image_judged:ObjectExclude"),
+    TaskInfo("i_object_count", "Object counting", "image", "VLM count MCQ (A <3 ... F >6); binary", ("vlm",), impl=f"{_T}.image_judged:ObjectCount"),
+    TaskInfo("i_object_attribute", "Object attribute", "image", _VLM_EXIST, ("vlm",), impl=f"{_T}.image_judged:ObjectAttribute"),
+    TaskInfo("i_object_cot", "Object reasoning (knowledge)", "image", _VLM_EXIST, ("vlm",), impl=f"{_T}.image_judged:ObjectCot"),
+    TaskInfo("i_object_commonsense", "Commonsense objects", "image", _VLM_EXIST, ("vlm",), impl=f"{_T}.image_judged:ObjectCommonsense"),
+    TaskInfo("i_relation_two", "Comparison relation", "image", _VLM_EXIST, ("vlm",), impl=f"{_T}.image_judged:RelationTwo"),
+    TaskInfo("i_relation_all", "Universal relation", "image", _VLM_EXIST, ("vlm",), impl=f"{_T}.image_judged:RelationAll"),
     TaskInfo(
         "i_spacial_relative", "Relative position", "image",
         "VLM exactly-one gates, then left/right or above/below MCQ; binary", ("vlm",),
+        impl=f"{_T}.image_judged:SpacialRelative",
     ),
     TaskInfo(
         "i_spacial_absolute", "Absolute position", "image",
         "VLM exactly-one gates, then quadrant MCQ; product over constraints", ("vlm",),
+        impl=f"{_T}.image_judged:SpacialAbsolute",
     ),
     TaskInfo(
         "i_format_background", "Solid background region", "image",
@@ -67,12 +69,15 @@ TASKS: tuple[TaskInfo, ...] = (
         "colour gate, SSIM of the 10% strips vs flat mean colour minus inner over-fill", (),
         impl=f"{_T}.format_fill:FormatBorder",
     ),
-    TaskInfo("i_ocr", "Text rendering", "image", "VLM OCR list; 1 - min(WER, 1)", ("vlm",)),
-    TaskInfo("i_ocr_two", "Two-object text rendering", "image", "existence gate, OCR per object; corpus WER", ("vlm",)),
+    TaskInfo("i_ocr", "Text rendering", "image", "VLM OCR list; 1 - min(WER, 1)", ("vlm",), impl=f"{_T}.image_ocr:Ocr"),
+    TaskInfo(
+        "i_ocr_two", "Two-object text rendering", "image", "existence gate, OCR per object; corpus WER", ("vlm",),
+        impl=f"{_T}.image_ocr:OcrTwo",
+    ),
     TaskInfo(
         "i_ocr_multi_lingual", "Multilingual text rendering", "image",
         "OCR: Chinese 1 - CER on two judges' intersection, German 1 - WER; mean of the two", ("vlm",),
-        sources=("i_ocr_chinese", "i_ocr_german"), aggregate="mean_of_sources",
+        sources=("i_ocr_chinese", "i_ocr_german"), aggregate="mean_of_sources", impl=f"{_T}.image_ocr:OcrMultiLingual",
     ),
     # -- interleaved image-text (22) -------------------------------------------------------------
     TaskInfo("i_edit_object_add", "Object adding", "image-text", "SSIM outside widened bbox x VLM existence on crop", ("vlm",)),
@@ -108,15 +113,30 @@ TASKS: tuple[TaskInfo, ...] = (
         impl=f"{_T}.structure:ImageTextOrder",
     ),
     # -- sound and music (9) ----------------------------------------------------------------------
-    TaskInfo("a_sound_begin_end", "Sound begin-end", "audio", "CLAP top-10 vs ESC-50 class on first/last min(4 s, half); > 0.68", ("clap",)),
-    TaskInfo("a_sound_include", "Sound inclusion", "audio", "CLAP top-10 vs ESC-50 class on the `range` fraction; > 0.68", ("clap",)),
-    TaskInfo("a_sound_cot", "Sound reasoning (knowledge)", "audio", "CLAP top-10 vs ESC-50 class on the whole clip; > 0.68", ("clap",)),
-    TaskInfo("a_sound_silence", "Sound-silence-sound", "audio", "silence split into exactly 2 segments; CLAP start/end; > 0.68", ("clap",)),
+    TaskInfo(
+        "a_sound_begin_end", "Sound begin-end", "audio", "CLAP top-10 vs ESC-50 class on first/last min(4 s, half); > 0.68", ("clap",),
+        impl=f"{_T}.sound:SoundBeginEnd",
+    ),
+    TaskInfo(
+        "a_sound_include", "Sound inclusion", "audio", "CLAP top-10 vs ESC-50 class on the `range` fraction; > 0.68", ("clap",),
+        impl=f"{_T}.sound:SoundInclude",
+    ),
+    TaskInfo(
+        "a_sound_cot", "Sound reasoning (knowledge)", "audio", "CLAP top-10 vs ESC-50 class on the whole clip; > 0.68", ("clap",),
+        impl=f"{_T}.sound:SoundCot",
+    ),
+    TaskInfo(
+        "a_sound_silence", "Sound-silence-sound", "audio", "silence split into exactly 2 segments; CLAP start/end; > 0.68", ("clap",),
+        impl=f"{_T}.sound:SoundSilence",
+    ),
     TaskInfo(
         "a_music_instrument", "Instrument inclusion", "audio", "CLAP top-10 vs OpenMIC instrument; > 0.62", ("clap",),
-        sources=("a_music_attribute",), select="instrument",
+        sources=("a_music_attribute",), select="instrument", impl=f"{_T}.sound:MusicInstrument",
     ),
-    TaskInfo("a_music_exclude", "Instrument exclusion", "audio", "CLAP top-10 vs OpenMIC instrument; < 0.62", ("clap",)),
+    TaskInfo(
+        "a_music_exclude", "Instrument exclusion", "audio", "CLAP top-10 vs OpenMIC instrument; < 0.62", ("clap",),
+        impl=f"{_T}.sound:MusicExclude",
+    ),
     TaskInfo(
         "a_music_tempo", "Tempo", "audio", "beat tracking on trimmed audio; abs(BPM - tempo) < 5", ("beat_tracker",),
         sources=("a_music_attribute",), select="tempo", impl=f"{_T}.music:MusicTempo",
@@ -127,19 +147,21 @@ TASKS: tuple[TaskInfo, ...] = (
     ),
     TaskInfo(
         "a_music_genre", "Music genre", "audio", "CLAP top-10 vs GTZAN genre; > 0.69", ("clap",), select="genre",
+        impl=f"{_T}.sound:MusicGenre",
     ),
     # -- speech and interleaved audio-text (9) ------------------------------------------------------
-    TaskInfo("a_speech_attribute", "Voice attributes", "audio-text", "(1 - WER) x gender x pitch band x speaking rate", ("whisper", "gender")),
-    TaskInfo("a_speech_chinese", "Chinese voice attributes", "audio-text", "(1 - CER) x gender x pitch band x speaking rate", ("whisper", "gender")),
-    TaskInfo("a_speech_imitate", "Voice imitation", "audio-text", "(1 - WER) x [speaker similarity > 0.93]", ("whisper", "speaker")),
-    TaskInfo("a_speech_constraint", "Transcript constraints", "audio-text", "IFEval-style checks on the transcript; binary", ("whisper",)),
-    TaskInfo("a_speech_modify", "Transcript modification", "audio-text", "IFEval-style checks on the transcript; binary", ("whisper",)),
+    TaskInfo("a_speech_attribute", "Voice attributes", "audio-text", "(1 - WER) x gender x pitch band x speaking rate", ("whisper", "gender"), impl=f"{_T}.speech:SpeechAttribute"),
+    TaskInfo("a_speech_chinese", "Chinese voice attributes", "audio-text", "(1 - CER) x gender x pitch band x speaking rate", ("whisper", "gender"), impl=f"{_T}.speech:SpeechChinese"),
+    TaskInfo("a_speech_imitate", "Voice imitation", "audio-text", "(1 - WER) x [speaker similarity > 0.93]", ("whisper", "speaker"), impl=f"{_T}.speech:SpeechImitate"),
+    TaskInfo("a_speech_constraint", "Transcript constraints", "audio-text", "IFEval-style checks on the transcript; binary", ("whisper",), impl=f"{_T}.speech:SpeechConstraint"),
+    TaskInfo("a_speech_modify", "Transcript modification", "audio-text", "IFEval-style checks on the transcript; binary", ("whisper",), impl=f"{_T}.speech:SpeechModify"),
     TaskInfo(
         "a_consistency_conversation", "Conversation consistency", "audio-text",
-        "per-turn constraints x same-speaker similarity > 0.93", ("whisper", "speaker"),
+        "per-turn constraints x same-speaker similarity > 0.93 (distinct speakers reported)", ("whisper", "speaker"),
+        impl=f"{_T}.conversation:Conversation",
     ),
-    TaskInfo("a_speech_translate", "Speech translation", "audio-text", "sentence BLEU / 100 of the transcript", ("whisper",)),
-    TaskInfo("a_speech_retrieve", "Speech retrieval", "audio-text", "1 - WER of the transcript", ("whisper",)),
+    TaskInfo("a_speech_translate", "Speech translation", "audio-text", "sentence BLEU / 100 of the transcript", ("whisper",), impl=f"{_T}.speech:SpeechTranslate"),
+    TaskInfo("a_speech_retrieve", "Speech retrieval", "audio-text", "1 - WER of the transcript", ("whisper",), impl=f"{_T}.speech:SpeechRetrieve"),
     TaskInfo(
         "a_structure", "Interleaved audio-text order", "audio-text",
         "modality sequence (t/a, text merged) must be one of `order`; binary", (),

@@ -23,22 +23,32 @@ def edge_seconds(n_samples: int, sample_rate: int, max_seconds: int = 4) -> int:
     return min(max_seconds, n_samples // (2 * sample_rate))
 
 
-def edge_segment(audio: np.ndarray, sample_rate: int, edge: str, max_seconds: int = 4) -> np.ndarray:
-    """The first (``edge="start"``) or last (``"end"``) edge segment; empty for clips under 2 s."""
+def edge_bounds(n_samples: int, sample_rate: int, edge: str, max_seconds: int = 4) -> tuple[int, int]:
+    """``(start, end)`` samples of the first (``edge="start"``) or last (``"end"``) edge segment;
+    an empty range for clips under 2 s."""
     if edge not in ("start", "end"):
         raise ValueError("edge must be 'start' or 'end'")
-    length = edge_seconds(len(audio), sample_rate, max_seconds) * sample_rate
-    if length == 0:
-        return audio[:0]
-    return audio[:length] if edge == "start" else audio[len(audio) - length :]
+    length = edge_seconds(n_samples, sample_rate, max_seconds) * sample_rate
+    return (0, length) if edge == "start" else (n_samples - length, n_samples)
+
+
+def edge_segment(audio: np.ndarray, sample_rate: int, edge: str, max_seconds: int = 4) -> np.ndarray:
+    """The first (``edge="start"``) or last (``"end"``) edge segment; empty for clips under 2 s."""
+    start, end = edge_bounds(len(audio), sample_rate, edge, max_seconds)
+    return audio[start:end]
+
+
+def fraction_bounds(n_samples: int, span: Sequence[float]) -> tuple[int, int]:
+    """``(round(a * N), round(b * N))`` for ``span = [a, b]`` with 0 <= a < b <= 1."""
+    if len(span) != 2 or not 0.0 <= span[0] < span[1] <= 1.0:
+        raise ValueError(f"range must be [a, b] with 0 <= a < b <= 1, got {list(span)!r}")
+    return round(span[0] * n_samples), round(span[1] * n_samples)
 
 
 def fraction_segment(audio: np.ndarray, span: Sequence[float]) -> np.ndarray:
     """Samples ``round(a * N):round(b * N)`` for ``span = [a, b]`` with 0 <= a < b <= 1."""
-    if len(span) != 2 or not 0.0 <= span[0] < span[1] <= 1.0:
-        raise ValueError(f"range must be [a, b] with 0 <= a < b <= 1, got {list(span)!r}")
-    n = len(audio)
-    return audio[round(span[0] * n) : round(span[1] * n)]
+    start, end = fraction_bounds(len(audio), span)
+    return audio[start:end]
 
 
 def split_on_silence(

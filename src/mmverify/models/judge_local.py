@@ -1,0 +1,95 @@
+"""A VLM judge running in this process with transformers (Qwen2.5-VL-class chat models).
+
+Selected with ``--vlm-model transformers:<local folder or hub id>``.  Weights load from a local
+folder or the local Hugging Face cache only (``mmverify models fetch`` style: never during
+scoring).  Decoding is greedy, so a reply depends only on the checkpoint, prompt and pixels, and
+replies are cached under the checkpoint's content fingerprint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any, ClassVar, Iterable, Sequence
+
+import numpy as np
+
+from ..core.errors import ErrorCode, ScoringError
+from .base import Backend
+from .judge import JudgeCache, RequestLike, ask_in_order, check_image, request_key
+
+
+class TransformersVLMJudge(Backend):
+    name: ClassVar[str] = "transformers-vlm"
+    capability: ClassVar[str] = "vlm"
+    packages: ClassVar[tuple[str, ...]] = ("torch", "transformers")
+
+    def __init__(self, source: str | None = None, device: str | None = None, *, cache: JudgeCache | None = None) -> None:
+        super().__init__(source, device, batch_size=1)
+        self.cache = cache
+        self._model: Any = None
+        self._processor: Any = None
+        self._generate_lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        """Backend name + checkpoint digest, so another checkpoint never reuses cached replies."""
+        return self.fingerprint
+
+    def _load(self, path: Path) -> None:
+        import torch
+        import transformers
+        from transformers import AutoProcessor
+
+        try:
+            from transformers import AutoModelForImageTextToText as AutoVLM
+        except ImportError:  # transformers < 4.46
+            from transformers import AutoModelForVision2Seq as AutoVLM
+
+        # float32 on CPU (bf16 matmuls are slow there); the checkpoint's own dtype on accelerators
+        dtype: Any = torch.float32 if self.device == "cpu" else "auto"
+        dtype_arg = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+        self._processor = AutoProcessor.from_pretrained(path, local_files_only=True)
+        model = AutoVLM.from_pretrained(path, local_files_only=True, **{dtype_arg: dtype})
+        self._model = model.to(self.device).eval()
+
+    def ask(self, prompt: str, images: Sequence[np.ndarray] = (), *, max_tokens: int = 1024) -> str:
+        if max_tokens < 1:
+            raise ValueError("max_tokens must be >= 1")
+        images = [check_image(image) for image in images]
+        # the key needs only the checkpoint's fingerprint: a cache hit never loads the weights
+        key = request_key(self.model_id, prompt, images, {"decoding": "greedy", "max_tokens": max_tokens})
+        if self.cache is not None:
+            cached = self.cache.get(key)
+            if cached is not None:
+                return cached
+        self.ensure_loaded()
+        with self._generate_lock:  # one generate at a time: the model is shared by every thread
+            reply = self._generate(prompt, images, max_tokens)
+        if not reply.strip():
+            raise ScoringError(ErrorCode.JUDGE_FAILED, f"{self.model_id}: empty reply")
+        if self.cache is not None:
+            self.cache.put(key, self.model_id, reply)
+        return reply
+
+    def _generate(self, prompt: str, images: list[np.ndarray], max_tokens: int) -> str:
+        import torch
+        from PIL import Image
+
+        content: list[dict[str, Any]] = [{"type": "image"} for _ in images]
+        content.append({"type": "text", "text": prompt})
+        text = self._processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False)
+        pil = [Image.fromarray(np.asarray(image)).convert("RGB") for image in images]
+        inputs = self._processor(text=[text], images=pil or None, return_tensors="pt").to(self.device)
+        with torch.inference_mode():
+            output = self._model.generate(**inputs, max_new_tokens=max_tokens, do_sample=False, num_beams=1)
+        new_tokens = output[:, inputs["input_ids"].shape[1] :]
+        return str(self._processor.batch_decode(new_tokens, skip_special_tokens=True)[0])
+
+    async def aask(self, prompt: str, images: Sequence[np.ndarray] = (), *, max_tokens: int = 1024) -> str:
+        return await asyncio.to_thread(self.ask, prompt, images, max_tokens=max_tokens)
+
+    def ask_many(self, requests: Iterable[RequestLike], *, return_exceptions: bool = False) -> list[Any]:
+        """One question after another: a single in-process model gains nothing from threads."""
+        return ask_in_order(self, requests, return_exceptions=return_exceptions)

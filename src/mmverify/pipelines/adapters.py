@@ -1,0 +1,385 @@
+"""Reward adapters with the calling conventions of RL frameworks.
+
+* TRL ``GRPOTrainer``: :class:`TRLReward` / :class:`AsyncTRLReward` are reward functions
+  ``(prompts, completions, **kwargs) -> list[float | None]``; the instance annotation comes from a
+  dataset column (TRL passes every column as a keyword list).
+* verl: :func:`compute_score` ``(data_source, solution_str, ground_truth, extra_info=None, **kwargs)
+  -> dict`` (``custom_reward_function.path=pkg://mmverify.pipelines.adapters``) and
+  :func:`compute_score_batch` for verl's batch reward manager.
+* Flow-GRPO / DDPO-style image RL: :class:`FlowGRPOReward` ``(images, prompts, metadata) ->
+  (scores, info)``.
+* OpenRLHF remote reward: :func:`openrlhf_items` / :func:`openrlhf_response` turn the body
+  ``{"query", "prompts", "labels"}`` into items and the reply ``{"rewards", "scores", "extra_logs"}``
+  (the server's ``POST /get_reward``); :func:`reward_func` is the same for OpenRLHF's
+  ``--remote_rm_url reward_func.py`` mode.
+
+Error rows follow an explicit policy.  TRL skips a ``None`` reward, so its adapters default to
+"none".  verl, Flow-GRPO and OpenRLHF need a number for every sample: NaN would poison the group's
+advantage and 0 would count a scorer failure as a failed generation, so they default to "raise" and
+accept "zero" (with the error reported beside the score) or "nan" as explicit choices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..core.errors import ErrorCode
+from .reward import ERROR_POLICIES, Item, Refused, Reward, image_part, scores_from_rows
+
+RESPONSE_PLACEHOLDER = "response"  # {"type": "response"} in a parts list stands for the generated text
+
+
+def _decode_json(value: Any) -> Any:
+    if isinstance(value, (str, bytes)):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _check_policy(on_error: str, allowed: Sequence[str] = ERROR_POLICIES) -> str:
+    if on_error not in allowed:
+        raise ValueError(f"on_error must be one of {', '.join(allowed)}, got {on_error!r}")
+    return on_error
+
+
+def _with_response(parts: Any, text: str) -> list[Any]:
+    """``parts`` with each ``{"type": "response"}`` replaced by the generated text; no parts: the text."""
+    if not isinstance(parts, list):
+        return [{"type": "text", "text": text}]
+    return [
+        {"type": "text", "text": text} if isinstance(p, Mapping) and p.get("type") == RESPONSE_PLACEHOLDER else p
+        for p in parts
+    ]
+
+
+# -- TRL -------------------------------------------------------------------------------------------
+
+
+def completion_parts(completion: Any) -> list[Any]:
+    """A TRL completion as response parts: a string; a conversation (the assistant messages'
+    contents, in order); or a list of parts (strings, PIL images, arrays, manifest parts)."""
+    if isinstance(completion, str):
+        return [completion]
+    if isinstance(completion, Mapping) and "role" in completion:
+        completion = [completion]
+    if isinstance(completion, (list, tuple)) and completion and all(isinstance(m, Mapping) and "role" in m for m in completion):
+        messages = [m for m in completion if m.get("role") == "assistant"] or list(completion)
+        parts: list[Any] = []
+        for message in messages:
+            content = message.get("content")
+            if isinstance(content, (list, tuple)):
+                parts.extend(content)
+            elif content is not None:
+                parts.append(content)
+        return parts
+    if isinstance(completion, (list, tuple)):
+        return list(completion)
+    return [completion]
+
+
+class TRLReward:
+    """A TRL ``GRPOTrainer`` reward function scoring completions with an mmverify task.
+
+    ``task`` fixes the task; otherwise each row's task comes from the ``task_column`` dataset
+    column.  The annotation comes from ``instance_column`` (a dict, or a JSON string -- preferred,
+    since Arrow unifies dict columns into structs that add ``None`` fields across tasks).
+    """
+
+    def __init__(
+        self,
+        task: str | Sequence[str] | None = None,
+        *,
+        reward: Reward | None = None,
+        instance_column: str = "instance",
+        task_column: str = "task",
+        name: str = "mmverify",
+        on_error: str = "none",
+        **reward_options: Any,
+    ) -> None:
+        self.reward = reward if reward is not None else Reward(task, **reward_options)
+        self.instance_column = instance_column
+        self.task_column = task_column
+        self.on_error = _check_policy(on_error)
+        self.__name__ = name  # TRL names reward functions (logs, metrics) by __name__
+
+    def _items(self, prompts: Sequence[Any], completions: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Item]:
+        if self.instance_column not in kwargs:
+            columns = sorted(k for k in kwargs if k not in ("trainer_state", "log_extra", "log_metric", "completion_ids"))
+            raise ValueError(f"no {self.instance_column!r} column in the dataset (columns passed: {columns})")
+        instances = kwargs[self.instance_column]
+        tasks = kwargs.get(self.task_column) if self.reward.fixed_task is None else None
+        if self.reward.fixed_task is None and tasks is None:
+            raise ValueError(f"this reward has no fixed task and the dataset has no {self.task_column!r} column")
+        if len(instances) != len(completions) or (tasks is not None and len(tasks) != len(completions)):
+            raise ValueError("dataset columns and completions differ in length")
+        return [
+            self.reward.item(_decode_json(instances[i]), completion_parts(completion), task=tasks[i] if tasks is not None else None)
+            for i, completion in enumerate(completions)
+        ]
+
+    def score(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        rows = self.reward.rows(self._items(prompts, completions, kwargs))
+        scores = scores_from_rows(rows, self.on_error)
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric) and rows:
+            log_metric(f"{self.__name__}/error_rate", sum(r["status"] == "error" for r in rows) / len(rows))
+        return scores
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        return self.score(prompts, completions, **kwargs)
+
+
+class AsyncTRLReward(TRLReward):
+    """The same reward as a coroutine (TRL gathers async reward functions concurrently); scoring
+    runs in a worker thread so the trainer's event loop stays free."""
+
+    async def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:  # type: ignore[override]
+        return await asyncio.to_thread(self.score, prompts, completions, **kwargs)
+
+
+# -- verl ------------------------------------------------------------------------------------------
+
+_VERL_OPTIONS = ("on_error", "data_root", "media_root", "timeout", "thresholds", "models", "device", "offline", "cache_dir", "component_keys", "instructions")
+_VERL_FIXED_KEYS = ("score", "valid", "passed", "error", "reason", "components")
+_REWARDS: dict[str, Reward] = {}
+_REWARDS_LOCK = threading.Lock()
+
+
+def _shared_reward(options: Mapping[str, Any]) -> Reward:
+    """One Reward per distinct configuration, kept for the life of the process (verl calls the
+    function once per sample, so building the planner each time would dominate the cost)."""
+    key = json.dumps(options, sort_keys=True, default=str)
+    with _REWARDS_LOCK:
+        if key not in _REWARDS:
+            _REWARDS[key] = Reward(None, **options)
+        return _REWARDS[key]
+
+
+def _verl_options(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], str, tuple[str, ...]]:
+    # verl also passes keywords of its own (reward_router_address, sandbox_fusion_url, ...): ignored
+    options = {k: kwargs[k] for k in _VERL_OPTIONS if k in kwargs and kwargs[k] is not None}
+    on_error = _check_policy(options.pop("on_error", "raise"), ("raise", "zero", "nan"))
+    keys = tuple(options.pop("component_keys", ()) or ())
+    clash = sorted(set(keys) & set(_VERL_FIXED_KEYS))
+    if clash:
+        raise ValueError(f"component_keys may not reuse the result keys {clash}")
+    return options, on_error, keys
+
+
+def _verl_item(reward: Reward, data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any) -> Item:
+    extra = extra_info if isinstance(extra_info, Mapping) else {}
+    text = solution_str if isinstance(solution_str, str) else str(solution_str)
+    parts = _with_response(extra.get("parts"), text)
+    if not isinstance(data_source, str):
+        return Refused(ErrorCode.MALFORMED_LINE, f"data_source must be an mmverify task id, got {data_source!r}")
+    sample = extra.get("sample", 0)
+    sample = sample if isinstance(sample, int) and not isinstance(sample, bool) and sample >= 0 else 0
+    return reward.item(_decode_json(ground_truth), parts, task=data_source, sample=sample)
+
+
+def _verl_result(row: Mapping[str, Any], score: float | None, component_keys: Sequence[str]) -> dict[str, Any]:
+    # verl stacks every key across the batch, so each result carries the same keys
+    scored = row["status"] == "scored"
+    result: dict[str, Any] = {
+        "score": score,
+        "valid": 1.0 if scored else 0.0,
+        "passed": None if row["passed"] is None else float(row["passed"]),
+        "error": "" if scored else row["error"]["code"],
+        "reason": row["reason"] or "",
+        "components": json.dumps(row["components"], sort_keys=True),
+    }
+    for name in component_keys:
+        result[name] = row["components"].get(name)
+    return result
+
+
+def compute_score_batch(
+    data_sources: Sequence[Any],
+    solution_strs: Sequence[Any],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Any] | None = None,
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
+    """verl's batch reward manager convention: lists in, one result dict per sample out."""
+    options, on_error, component_keys = _verl_options(kwargs)
+    reward = _shared_reward(options)
+    extras = list(extra_infos) if extra_infos is not None else [None] * len(data_sources)
+    if not (len(data_sources) == len(solution_strs) == len(ground_truths) == len(extras)):
+        raise ValueError("data_sources, solution_strs, ground_truths and extra_infos differ in length")
+    items = [_verl_item(reward, *args) for args in zip(data_sources, solution_strs, ground_truths, extras)]
+    rows = reward.rows(items)
+    scores = scores_from_rows(rows, on_error)
+    return [_verl_result(row, score, component_keys) for row, score in zip(rows, scores)]
+
+
+def compute_score(
+    data_source: Any,
+    solution_str: Any,
+    ground_truth: Any,
+    extra_info: Any = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """verl's ``compute_score``: ``data_source`` is the task id, ``ground_truth`` the instance
+    annotation (dict or JSON string), ``extra_info["parts"]`` optional response parts in which
+    ``{"type": "response"}`` stands for ``solution_str``.  Options (``on_error``, ``data_root``,
+    ``component_keys``, ...) come as keyword arguments (verl's ``reward_kwargs``)."""
+    return compute_score_batch([data_source], [solution_str], [ground_truth], [extra_info], **kwargs)[0]
+
+
+# -- Flow-GRPO / DDPO ------------------------------------------------------------------------------
+
+
+def split_images(images: Any) -> list[Any]:
+    """A batch of images as a list: a list/tuple as is; a 4-D array or tensor along its first axis."""
+    if isinstance(images, (list, tuple)):
+        return list(images)
+    shape = getattr(images, "shape", None)
+    if shape is None or len(shape) != 4:
+        raise ValueError(f"images must be a list or a 4-D batch (NCHW or NHWC), got shape {shape}")
+    return [images[i] for i in range(shape[0])]
+
+
+class FlowGRPOReward:
+    """``reward_fn(images, prompts, metadata) -> (scores, info)`` as Flow-GRPO and DDPO call it.
+
+    ``images``: PIL images, uint8 arrays (HWC / NHWC) or float tensors/arrays in [0, 1] (CHW / NCHW;
+    mapped as ``round(x * 255)``).  ``layout``: "auto" (tensors channels-first, arrays
+    channels-last), "NCHW" or "NHWC".  ``metadata[i]``: the annotation, or ``{"task": ...,
+    "instance": {...}}`` (keys configurable).  ``scores``: float64 array; ``info``: rows and errors.
+    """
+
+    def __init__(
+        self,
+        task: str | Sequence[str] | None = None,
+        *,
+        reward: Reward | None = None,
+        instance_key: str = "instance",
+        task_key: str = "task",
+        layout: str = "auto",
+        on_error: str = "raise",
+        **reward_options: Any,
+    ) -> None:
+        if layout not in ("auto", "NCHW", "NHWC"):
+            raise ValueError(f"layout must be auto, NCHW or NHWC, got {layout!r}")
+        self.reward = reward if reward is not None else Reward(task, **reward_options)
+        self.instance_key = instance_key
+        self.task_key = task_key
+        self.channels_first = {"auto": None, "NCHW": True, "NHWC": False}[layout]
+        self.on_error = _check_policy(on_error, ("raise", "zero", "nan"))
+        self.__name__ = "mmverify"
+
+    def _annotation(self, entry: Any) -> tuple[Any, str | None]:
+        entry = _decode_json(entry)
+        if isinstance(entry, Mapping) and self.instance_key in entry:
+            task = entry.get(self.task_key)
+            return _decode_json(entry[self.instance_key]), task if isinstance(task, str) else None
+        task = entry.get(self.task_key) if isinstance(entry, Mapping) else None
+        return entry, task if isinstance(task, str) else None
+
+    def __call__(self, images: Any, prompts: Sequence[Any], metadata: Sequence[Any], **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        pictures = split_images(images)
+        if isinstance(metadata, Mapping):
+            metadata = [metadata] * len(pictures)
+        if len(metadata) != len(pictures):
+            raise ValueError(f"got {len(metadata)} metadata entries for {len(pictures)} images")
+        items: list[Item] = []
+        for picture, entry in zip(pictures, metadata):
+            annotation, task = self._annotation(entry)
+            task = self.reward.fixed_task or task
+            if task is None:
+                items.append(Refused(ErrorCode.MALFORMED_LINE, f"metadata names no task (key {self.task_key!r})", entry))
+                continue
+            items.append(self.reward.item(annotation, [image_part(picture, self.channels_first)], task=task))
+        rows = self.reward.rows(items)
+        scores = scores_from_rows(rows, self.on_error)
+        info = {
+            "rows": rows,
+            "valid": np.array([r["status"] == "scored" for r in rows], dtype=bool),
+            "error": [None if r["status"] == "scored" else r["error"]["code"] for r in rows],
+        }
+        return np.asarray(scores, dtype=np.float64), info
+
+
+# -- OpenRLHF --------------------------------------------------------------------------------------
+
+
+def _label_item(label: Any, query: Any, prompt: Any) -> Item:
+    text = query if isinstance(query, str) else str(query)
+    if isinstance(prompt, str) and prompt and text.startswith(prompt):
+        text = text[len(prompt):]  # OpenRLHF sends prompt + response as the query
+    decoded = _decode_json(label)
+    if not isinstance(decoded, Mapping):
+        return Refused(ErrorCode.MALFORMED_LINE, 'each label must be a JSON object {"task": ..., "instance": {...}}', label)
+    item = {key: decoded[key] for key in ("task", "instance", "instance_id", "sample", "model") if key in decoded}
+    if "instance" in item:
+        item["instance"] = _decode_json(item["instance"])
+    item["parts"] = _with_response(decoded.get("parts"), text)
+    return item
+
+
+def openrlhf_items(body: Mapping[str, Any]) -> list[Item]:
+    """Items for an OpenRLHF body ``{"query": [...], "prompts": [...], "labels": [...]}``.
+
+    ``query[i]`` is prompt + response (the prompt prefix, when ``prompts[i]`` is given and matches,
+    is cut off); ``labels[i]`` is a JSON string (or object) ``{"task": ..., "instance": {...}}``
+    with optional ``parts`` (media the rollout produced, by path or base64; ``{"type":
+    "response"}`` marks where the response text goes -- without ``parts`` the response is the text).
+    Raises ``ValueError`` for a body of the wrong shape.
+    """
+    if not isinstance(body, Mapping):
+        raise ValueError("the body must be a JSON object")
+    queries = body.get("query")
+    if isinstance(queries, str):
+        queries = [queries]
+    if not isinstance(queries, list):
+        raise ValueError("'query' must be a list of strings")
+    labels = body.get("labels")
+    if labels is None:
+        raise ValueError("'labels' is required: each label names the task and the instance annotation")
+    if not isinstance(labels, list) or len(labels) != len(queries):
+        raise ValueError(f"'labels' must be a list as long as 'query' ({len(queries)})")
+    prompts = body.get("prompts")
+    if prompts is None:
+        prompts = [None] * len(queries)
+    if not isinstance(prompts, list) or len(prompts) != len(queries):
+        raise ValueError(f"'prompts' must be a list as long as 'query' ({len(queries)})")
+    return [_label_item(label, query, prompt) for query, prompt, label in zip(queries, prompts, labels)]
+
+
+def openrlhf_response(rows: Sequence[Mapping[str, Any]], on_error: str = "raise") -> dict[str, Any]:
+    """The reply body: ``rewards`` and ``scores`` (both the scores in [0, 1]), ``extra_logs``
+    (per-sample ``mmverify_valid``), and ``results`` (the full rows).  Raises
+    :class:`~mmverify.pipelines.reward.RewardError` under "raise" when any item errored."""
+    scores = scores_from_rows(rows, _check_policy(on_error, ("raise", "zero", "none")))
+    return {
+        "rewards": scores,
+        "scores": scores,
+        "extra_logs": {"mmverify_valid": [1.0 if r["status"] == "scored" else 0.0 for r in rows]},
+        "results": [dict(r) for r in rows],
+    }
+
+
+def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any], **kwargs: Any) -> dict[str, Any]:
+    """OpenRLHF's local reward-function convention (``--remote_rm_url reward_func.py`` where that file
+    does ``from mmverify.pipelines.adapters import reward_func``): torch tensors out.  Keyword options
+    as for :func:`compute_score` (``on_error`` "raise" or "zero", ``data_root``, ...)."""
+    import torch
+
+    options, on_error, _ = _verl_options(kwargs)
+    if on_error == "nan":
+        raise ValueError("on_error must be raise or zero here")
+    reward = _shared_reward(options)
+    rows = reward.rows(openrlhf_items({"query": list(queries), "prompts": list(prompts), "labels": list(labels)}))
+    reply = openrlhf_response(rows, on_error)
+    return {
+        "rewards": torch.tensor(reply["rewards"], dtype=torch.float32),
+        "scores": torch.tensor(reply["scores"], dtype=torch.float32),
+        "extra_logs": {k: torch.tensor(v, dtype=torch.float32) for k, v in reply["extra_logs"].items()},
+    }

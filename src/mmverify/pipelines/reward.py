@@ -1,0 +1,653 @@
+"""Deterministic rewards for RL: score batches of (instance annotation, response parts) in-process.
+
+    from mmverify.pipelines.reward import Reward
+    reward = Reward("i_format_border")
+    batch = reward([({"color": "green"}, [pil_image])])
+    batch.scores[0], batch.rows[0]["components"]
+
+A :class:`Reward` plans every item with the pipeline's :class:`~mmverify.pipelines.plan.Planner` and
+scores it with :func:`~mmverify.pipelines.execute.score_item`, so a reward row is exactly the row
+``mmverify score`` writes for the same generation.  Rows that end in ``error`` (the scorer's or the
+caller's problem) are mapped by an explicit policy -- by default to ``None``, because a crashed
+verifier must never look like a failed generation to the learner.
+
+Response parts may be manifest parts (``{"type": "image", "path": ...}``) or in-memory objects: a
+``str`` (text), PIL images, numpy arrays / torch tensors (images), ``(samples, sample_rate)`` tuples
+(audio), or encoded ``bytes``.  In-memory media become inline ``data`` parts with a deterministic
+encoding (BMP, or PNG with alpha, without metadata; IEEE-float or 16-bit PCM WAV written here,
+since libsndfile stamps float WAVs with the current time), so equal inputs give equal bytes, keys
+and rows.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import io
+import itertools
+import json
+import os
+import struct
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Literal, Mapping, NamedTuple, Sequence, Union
+
+import numpy as np
+
+from ..core.errors import ErrorCode
+from ..core.hashing import digest_of
+from ..core.media import DEFAULT_LIMITS, MediaLimits
+from ..core.registry import UnknownIdError
+from ..data.instructions import InstructionSet
+from ..tasks.catalog import task_info
+from .execute import ItemTimeout, error_row, score_item
+from .plan import KEY_SCHEME, Planner, WorkItem
+from .results import make_row
+from .thresholds import Threshold, load_thresholds, parse_thresholds
+
+ErrorPolicy = Literal["none", "nan", "zero", "raise"]
+ERROR_POLICIES: tuple[str, ...] = ("none", "nan", "zero", "raise")
+DEFAULT_ITEM_TIMEOUT_S = 60.0
+
+_IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"}
+_AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".mp3", ".opus", ".aiff", ".aif"}
+# decoders reject these bytes, so a non-finite float image scores 0 as ``unreadable_image``
+NON_FINITE_IMAGE = b"mmverify: image with non-finite pixel values"
+
+
+class RewardError(RuntimeError):
+    """Raised under ``on_error="raise"`` when items ended in ``error`` rows; carries every row."""
+
+    def __init__(self, errors: list[tuple[int, str, str]], rows: list[dict[str, Any]]) -> None:
+        first = "; ".join(f"item {i}: {code}: {message}" for i, code, message in errors[:3])
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        super().__init__(f"{len(errors)} of {len(rows)} items could not be scored: {first}{more}")
+        self.errors = errors
+        self.rows = rows
+
+
+class NonFiniteImage(ValueError):
+    """A float image holding NaN or infinity (the generator's fault, not the caller's)."""
+
+
+class Refused(NamedTuple):
+    """An item refused before planning (task outside the reward's tasks, paths not allowed, bad label)."""
+
+    code: str
+    message: str
+    item: Any = None
+
+
+@dataclass(frozen=True)
+class RewardBatch:
+    """Scores (after the error policy) and the full result rows, both in input order."""
+
+    scores: list[float | None]
+    rows: list[dict[str, Any]]
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    @property
+    def errors(self) -> list[tuple[int, str, str]]:
+        """``(index, error code, message)`` for every item that ended in an error row."""
+        return [(i, r["error"]["code"], r["error"]["message"]) for i, r in enumerate(self.rows) if r["status"] == "error"]
+
+    def component(self, name: str) -> list[float | None]:
+        """One component per item (None where the row lacks it)."""
+        return [row["components"].get(name) for row in self.rows]
+
+
+# -- in-memory media -> manifest parts ------------------------------------------------------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _is_torch_tensor(value: Any) -> bool:
+    return type(value).__module__.startswith("torch") and hasattr(value, "detach")
+
+
+def _as_numpy(value: Any) -> np.ndarray:
+    if _is_torch_tensor(value):
+        tensor = value.detach().cpu()
+        if tensor.is_floating_point():
+            tensor = tensor.float()  # bfloat16/half have no numpy dtype
+        return tensor.numpy()
+    return np.asarray(value)
+
+
+def to_uint8_image(value: Any, channels_first: bool | None = None) -> np.ndarray:
+    """An image array as ``uint8`` HW / HWC.
+
+    Floats are taken to lie in [0, 1] and mapped as ``round(x * 255)`` (half to even) clipped to
+    [0, 255] -- the conversion image-RL trainers apply before their own reward models.  Layout:
+    ``channels_first`` True (CHW), False (HWC) or None: torch tensors are read channels-first and
+    numpy arrays channels-last unless only the other reading has a channel axis of size 1, 3 or 4.
+    Raises ``ValueError`` for non-finite floats, which callers turn into an unreadable image.
+    """
+    array = _as_numpy(value)
+    if array.ndim == 3:
+        first, last = array.shape[0] in (1, 3, 4), array.shape[-1] in (1, 3, 4)
+        if channels_first is None:
+            channels_first = first if _is_torch_tensor(value) else not last
+            if channels_first and not first and last:
+                channels_first = False
+            elif not channels_first and not last and first:
+                channels_first = True
+        if channels_first:
+            array = np.moveaxis(array, 0, -1)
+        if array.shape[-1] not in (1, 3, 4):
+            raise ValueError(f"cannot read an image of shape {tuple(array.shape)} (need 1, 3 or 4 channels)")
+        if array.shape[-1] == 1:
+            array = array[..., 0]
+    elif array.ndim != 2:
+        raise ValueError(f"an image array must have 2 or 3 dimensions, got shape {tuple(array.shape)}")
+    if array.dtype == np.uint8:
+        return np.ascontiguousarray(array)
+    if array.dtype == np.bool_:
+        return np.ascontiguousarray(array.astype(np.uint8) * 255)
+    if np.issubdtype(array.dtype, np.floating):
+        if not np.isfinite(array).all():
+            raise NonFiniteImage("image has non-finite pixel values")
+        return np.ascontiguousarray(np.clip(np.round(array.astype(np.float32) * np.float32(255)), 0, 255).astype(np.uint8))
+    if np.issubdtype(array.dtype, np.integer):
+        return np.ascontiguousarray(np.clip(array, 0, 255).astype(np.uint8))
+    raise ValueError(f"unsupported image dtype {array.dtype}")
+
+
+def png_bytes(array: np.ndarray) -> bytes:
+    """Deterministic PNG (no metadata)."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG", compress_level=1)
+    return buffer.getvalue()
+
+
+def image_bytes(array: np.ndarray) -> bytes:
+    """A uint8 image encoded losslessly and deterministically for an inline part: BMP for gray/RGB
+    (raw pixels: ~40x faster to write than even uncompressed PNG, which filters every row), PNG
+    for RGBA (BMP alpha support varies between decoders)."""
+    from PIL import Image
+
+    if array.ndim == 3 and array.shape[-1] == 4:
+        return png_bytes(array)
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="BMP")
+    return buffer.getvalue()
+
+
+def wav_bytes(samples: Any, sample_rate: int) -> bytes:
+    """Deterministic WAV: IEEE float32 for float input, 16-bit PCM for int16; (n,) or (n, channels)."""
+    array = _as_numpy(samples)
+    if array.ndim == 2 and array.shape[0] <= 8 < array.shape[1]:
+        array = array.T  # (channels, n) as torch audio APIs return it
+    if array.ndim not in (1, 2):
+        raise ValueError(f"audio must be (n,) or (n, channels), got shape {tuple(array.shape)}")
+    if not isinstance(sample_rate, (int, np.integer)) or isinstance(sample_rate, bool) or sample_rate <= 0:
+        raise ValueError(f"sample_rate must be a positive integer, got {sample_rate!r}")
+    channels = 1 if array.ndim == 1 else array.shape[1]
+    if array.dtype == np.int16:
+        fmt_tag, width, payload = 1, 2, array.astype("<i2").tobytes()
+    elif np.issubdtype(array.dtype, np.floating):
+        fmt_tag, width, payload = 3, 4, array.astype("<f4").tobytes()
+    else:
+        raise ValueError(f"audio samples must be float or int16, got {array.dtype}")
+    frames = array.shape[0]
+    rate = int(sample_rate)
+    fmt = struct.pack("<HHIIHH", fmt_tag, channels, rate, rate * channels * width, channels * width, width * 8)
+    chunks = b"fmt " + struct.pack("<I", len(fmt)) + fmt
+    if fmt_tag == 3:
+        chunks += b"fact" + struct.pack("<II", 4, frames)
+    chunks += b"data" + struct.pack("<I", len(payload)) + payload
+    return b"RIFF" + struct.pack("<I", 4 + len(chunks)) + b"WAVE" + chunks
+
+
+def sniff_media(data: bytes) -> str:
+    """``"image"`` or ``"audio"`` from an encoded payload's magic bytes."""
+    head = bytes(data[:16])
+    if head.startswith((b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"BM", b"II*\x00", b"MM\x00*")) or (
+        head[:4] == b"RIFF" and head[8:12] == b"WEBP"
+    ):
+        return "image"
+    if (head[:4] == b"RIFF" and head[8:12] == b"WAVE") or head.startswith((b"fLaC", b"OggS", b"ID3", b"FORM")):
+        return "audio"
+    if len(head) > 1 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0:  # MPEG audio frame sync
+        return "audio"
+    raise ValueError("cannot tell whether these bytes are an image or audio; pass {'type': ..., 'data': ...}")
+
+
+def image_part(value: Any, channels_first: bool | None = None) -> dict[str, Any]:
+    """An image part from a PIL image, an array/tensor (see :func:`to_uint8_image`), encoded bytes
+    or a path."""
+    if type(value).__module__.startswith("PIL."):
+        from PIL import Image
+
+        if isinstance(value, Image.Image):
+            if value.mode in ("RGB", "RGBA", "L"):
+                return {"type": "image", "data": _b64(image_bytes(np.asarray(value)))}
+            buffer = io.BytesIO()
+            try:  # other modes (16-bit, palette, LA) go as PNG, for the media loader's normalisation
+                value.save(buffer, format="PNG", compress_level=1)
+            except (OSError, ValueError):  # modes PNG cannot hold (CMYK, YCbCr, ...)
+                return {"type": "image", "data": _b64(image_bytes(np.asarray(value.convert("RGB"))))}
+            return {"type": "image", "data": _b64(buffer.getvalue())}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"type": "image", "data": _b64(bytes(value))}
+    if isinstance(value, (str, os.PathLike)):
+        return {"type": "image", "path": os.fspath(value)}
+    try:
+        array = to_uint8_image(value, channels_first)
+    except NonFiniteImage:
+        return {"type": "image", "data": _b64(NON_FINITE_IMAGE)}
+    return {"type": "image", "data": _b64(image_bytes(array))}
+
+
+def audio_part(value: Any, sample_rate: Any = None) -> dict[str, Any]:
+    """An audio part from samples and their rate (deterministic WAV), encoded bytes or a path."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"type": "audio", "data": _b64(bytes(value))}
+    if isinstance(value, (str, os.PathLike)):
+        return {"type": "audio", "path": os.fspath(value)}
+    if sample_rate is None:
+        raise ValueError("audio samples need a sample rate: pass (samples, rate) or {'type': 'audio', 'audio': samples, 'sample_rate': rate}")
+    return {"type": "audio", "data": _b64(wav_bytes(value, sample_rate))}
+
+
+def _data_url(url: str) -> bytes:
+    if not url.startswith("data:") or ";base64," not in url:
+        raise ValueError("only base64 data: URLs are accepted for image_url parts (remote URLs are never fetched)")
+    return base64.b64decode(url.split(";base64,", 1)[1], validate=True)
+
+
+def to_part(part: Any) -> Any:
+    """One response part as a manifest part (dict).  Manifest-shaped dicts pass through unchanged,
+    so malformed ones still become ``malformed_line`` rows; unsupported Python types raise TypeError."""
+    if isinstance(part, str):
+        return {"type": "text", "text": part}
+    if isinstance(part, Mapping):
+        kind = part.get("type")
+        if kind in ("image", "audio") and isinstance(part.get("data"), (bytes, bytearray, memoryview)):
+            return {**part, "data": _b64(bytes(part["data"]))}
+        if kind == "image" and "image" in part and "path" not in part and "data" not in part:
+            return image_part(part["image"])
+        if kind == "audio" and "audio" in part and "path" not in part and "data" not in part:
+            return audio_part(part["audio"], part.get("sample_rate", part.get("sampling_rate")))
+        if kind == "image_url" and isinstance(part.get("image_url"), Mapping):
+            return {"type": "image", "data": _b64(_data_url(str(part["image_url"].get("url", ""))))}
+        if kind == "input_audio" and isinstance(part.get("input_audio"), Mapping):
+            return {"type": "audio", "data": str(part["input_audio"].get("data", ""))}
+        return dict(part)
+    if isinstance(part, tuple) and len(part) == 2 and isinstance(part[1], (int, np.integer)):
+        return audio_part(part[0], part[1])
+    if isinstance(part, (bytes, bytearray, memoryview)):
+        data = bytes(part)
+        return {"type": sniff_media(data), "data": _b64(data)}
+    if isinstance(part, os.PathLike):
+        suffix = Path(part).suffix.lower()
+        if suffix in _IMAGE_SUFFIXES:
+            return {"type": "image", "path": os.fspath(part)}
+        if suffix in _AUDIO_SUFFIXES:
+            return {"type": "audio", "path": os.fspath(part)}
+        raise ValueError(f"cannot tell the media type of {os.fspath(part)!r} from its suffix; pass a manifest part")
+    if type(part).__module__.startswith("PIL."):
+        return image_part(part)
+    if isinstance(part, np.ndarray) or _is_torch_tensor(part):
+        if len(part.shape) == 1:
+            raise ValueError("a 1-D array is audio without a sample rate: pass (samples, rate)")
+        return image_part(part)
+    raise TypeError(f"unsupported response part of type {type(part).__name__}")
+
+
+def to_parts(parts: Any) -> list[Any]:
+    """A response as manifest parts; a single non-list value is a one-part response."""
+    if isinstance(parts, (list, tuple)) and not (isinstance(parts, tuple) and len(parts) == 2 and isinstance(parts[1], (int, np.integer))):
+        return [to_part(p) for p in parts]
+    return [to_part(parts)]
+
+
+# -- per-item deadline that works on any thread ---------------------------------------------------
+
+
+def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None)
+
+
+class _Watchdog:
+    """One daemon thread holding every armed deadline (a timer thread per item would cost more
+    than scoring a cheap item)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._armed: dict[int, tuple[float, int]] = {}  # token -> (due time, thread id)
+        self._tokens = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, seconds: float) -> int:
+        with self._cond:
+            token = next(self._tokens)
+            self._armed[token] = (time.monotonic() + seconds, threading.get_ident())
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="mmverify-deadlines", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+            return token
+
+    def disarm(self, token: int) -> bool:
+        """Forget a deadline; True when it had already fired."""
+        with self._cond:
+            return self._armed.pop(token, None) is None
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                if not self._armed:
+                    self._cond.wait()
+                    continue
+                token, (due, thread_id) = min(self._armed.items(), key=lambda entry: entry[1][0])
+                wait = due - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                del self._armed[token]
+                _set_async_exc(thread_id, ItemTimeout)
+
+
+_WATCHDOG = _Watchdog()
+
+
+@contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`ItemTimeout` in the calling thread after ``seconds``.
+
+    SIGALRM only reaches the main thread and would clobber a trainer's own alarm (verl times its
+    reward calls with one), so a watchdog thread injects the exception instead.  Like a signal, it
+    is delivered between Python bytecodes: a long native call finishes first.
+    """
+    if not seconds:
+        yield
+        return
+    target = threading.get_ident()
+    token = _WATCHDOG.arm(seconds)
+    try:
+        yield
+    finally:
+        if _WATCHDOG.disarm(token):
+            _set_async_exc(target, None)  # fired: drop the exception if it has not been delivered yet
+
+
+# -- model configuration --------------------------------------------------------------------------
+
+
+def configure_models(
+    models: str | Sequence[str] | None = None,
+    device: str | None = None,
+    offline: bool | None = None,
+    cache_dir: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> None:
+    """Apply model/judge settings the way ``mmverify score`` does: through the environment (so worker
+    processes inherit them) and the process-wide model hub, which is rebuilt if it already exists."""
+    changed = False
+
+    def put(name: str, value: str) -> None:
+        nonlocal changed
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+            changed = True
+
+    for name, value in (env or {}).items():
+        put(str(name), str(value))
+    if offline:
+        put("HF_HUB_OFFLINE", "1")
+        put("MMVERIFY_OFFLINE", "1")
+    if cache_dir is not None:
+        put("MMVERIFY_CACHE_DIR", str(cache_dir))
+    if device:
+        put("MMVERIFY_DEVICE", device)
+    if models:
+        from ..models.hub import ENV_VAR, parse_specs
+
+        text = models if isinstance(models, str) else ",".join(models)
+        try:
+            parse_specs(text)  # unknown capabilities/backends fail here, at build time
+        except (KeyError, UnknownIdError) as exc:
+            raise ValueError(f"models: {exc}") from None
+        put(ENV_VAR, text)
+    if changed:
+        import sys
+
+        hub_module = sys.modules.get("mmverify.models.hub")
+        if hub_module is not None and getattr(hub_module, "_HUB", None) is not None:
+            hub_module._HUB = None  # the next task that needs a model builds a hub with these settings
+
+
+# -- the reward -----------------------------------------------------------------------------------
+
+
+def _validate_task(task_id: str) -> str:
+    try:
+        info = task_info(task_id)
+    except UnknownIdError as exc:
+        raise ValueError(str(exc)) from None
+    if not info.implemented:
+        raise ValueError(f"{info.id} ({info.name}) is not implemented yet; `mmverify tasks` shows what is")
+    return info.id
+
+
+def scores_from_rows(rows: Sequence[Mapping[str, Any]], on_error: str) -> list[float | None]:
+    """Apply an error policy: scored rows give their score; error rows give None, NaN, 0 or raise."""
+    if on_error not in ERROR_POLICIES:
+        raise ValueError(f"on_error must be one of {', '.join(ERROR_POLICIES)}, got {on_error!r}")
+    fill = {"none": None, "nan": float("nan"), "zero": 0.0, "raise": None}[on_error]
+    scores: list[float | None] = []
+    errors: list[tuple[int, str, str]] = []
+    for index, row in enumerate(rows):
+        if row["status"] == "scored":
+            scores.append(float(row["score"]))
+        else:
+            errors.append((index, row["error"]["code"], row["error"]["message"]))
+            scores.append(fill)
+    if errors and on_error == "raise":
+        raise RewardError(errors, [dict(r) for r in rows])
+    return scores
+
+
+Item = Union[Mapping[str, Any], Refused]
+
+
+@dataclass
+class Reward:
+    """A deterministic reward over one task, a set of tasks, or any task named per item.
+
+    ``task``: a task id (every item is scored by it), a list of ids (items name one of them), or None
+    (items name any implemented task).  ``thresholds``: a thresholds file or mapping (sets ``passed``).
+    ``media_root``: where relative media paths resolve; ``data_root``: refuse paths that resolve
+    outside it; ``allow_paths=False`` refuses every path (inline media only).  ``timeout``: per-item
+    seconds.  ``on_error``: "none" (default), "nan", "zero" or "raise".  ``models``, ``device``,
+    ``offline``, ``cache_dir``, ``env``: model and judge configuration (see :func:`configure_models`).
+    """
+
+    task: str | Sequence[str] | None = None
+    thresholds: Mapping[str, Any] | str | Path | None = None
+    instructions: str | Path | InstructionSet | None = None
+    media_root: str | Path | None = None
+    data_root: str | Path | None = None
+    allow_paths: bool = True
+    timeout: float | None = DEFAULT_ITEM_TIMEOUT_S
+    on_error: ErrorPolicy = "none"
+    models: str | Sequence[str] | None = None
+    device: str | None = None
+    offline: bool | None = None
+    cache_dir: str | Path | None = None
+    env: Mapping[str, str] | None = None
+    limits: MediaLimits = DEFAULT_LIMITS
+    tasks: frozenset[str] | None = field(init=False)  # the tasks this reward scores (None: any)
+    fixed_task: str | None = field(init=False)  # the task of items that name none
+    _planner: Planner = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ERROR_POLICIES:
+            raise ValueError(f"on_error must be one of {', '.join(ERROR_POLICIES)}, got {self.on_error!r}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError("timeout must be positive (or None for no limit)")
+        if isinstance(self.task, str):
+            self.tasks = frozenset({_validate_task(self.task)})
+            self.fixed_task = next(iter(self.tasks))
+        elif self.task is not None:
+            self.tasks = frozenset(_validate_task(t) for t in self.task)
+            if not self.tasks:
+                raise ValueError("task must name at least one task (or be None for any task)")
+            self.fixed_task = next(iter(self.tasks)) if len(self.tasks) == 1 else None
+        else:
+            self.tasks, self.fixed_task = None, None
+        if isinstance(self.thresholds, (str, Path)):
+            threshold_map = load_thresholds(self.thresholds)
+        else:
+            raw = dict(self.thresholds or {})
+            threshold_map = {k: v for k, v in raw.items() if isinstance(v, Threshold)}
+            threshold_map.update(parse_thresholds({k: v for k, v in raw.items() if not isinstance(v, Threshold)}))
+        instructions = self.instructions
+        if instructions is not None and not isinstance(instructions, InstructionSet):
+            instructions = InstructionSet(instructions)
+        configure_models(self.models, self.device, self.offline, self.cache_dir, self.env)
+        root = self.media_root if self.media_root is not None else (self.data_root if self.data_root is not None else ".")
+        self._planner = Planner(
+            manifest_dir=Path(root),
+            instructions=instructions,
+            data_root=Path(self.data_root) if self.data_root is not None else None,
+            thresholds=threshold_map,
+            limits=self.limits,
+        )
+
+    # -- building items -----------------------------------------------------------------------------
+    def item(
+        self,
+        instance: Any,
+        parts: Any,
+        *,
+        task: str | None = None,
+        sample: int = 0,
+        instance_id: str | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
+        """A manifest line for one generation.  Without an ``instance_id`` the id is derived from the
+        annotation's content, so a row does not depend on the item's position in a batch."""
+        task = task or self.fixed_task
+        if task is None:
+            raise ValueError("this reward scores several tasks: name the task of each item")
+        if isinstance(instance, str):
+            try:
+                instance = json.loads(instance)
+            except json.JSONDecodeError:
+                pass  # left as is: the planner reports "'instance' must be an object"
+        if instance_id is None:
+            try:
+                instance_id = f"{task}/{digest_of(instance)[:16]}"
+            except (TypeError, ValueError):
+                instance_id = f"{task}/unhashable-instance"
+        line: dict[str, Any] = {"task": task, "instance_id": instance_id, "instance": instance, "sample": sample}
+        if model is not None:
+            line["model"] = model
+        line["parts"] = to_parts(parts)
+        return line
+
+    # -- scoring ------------------------------------------------------------------------------------
+    def __call__(
+        self,
+        batch: Iterable[tuple[Any, Any]],
+        *,
+        tasks: Sequence[str | None] | None = None,
+        samples: Sequence[int] | None = None,
+    ) -> RewardBatch:
+        """Score ``(instance annotation, parts)`` pairs; ``tasks`` names each item's task when the
+        reward has no single task."""
+        pairs = list(batch)
+        if tasks is not None and len(tasks) != len(pairs):
+            raise ValueError(f"got {len(tasks)} tasks for {len(pairs)} items")
+        if samples is not None and len(samples) != len(pairs):
+            raise ValueError(f"got {len(samples)} samples for {len(pairs)} items")
+        items = [
+            self.item(instance, parts, task=tasks[i] if tasks else None, sample=samples[i] if samples else 0)
+            for i, (instance, parts) in enumerate(pairs)
+        ]
+        return self.score_items(items, convert=False)
+
+    def score_items(self, items: Sequence[Item], *, convert: bool = True) -> RewardBatch:
+        """Score manifest-style items (dicts); ``convert`` turns in-memory media in ``parts`` into
+        inline data first."""
+        rows = self.rows(items, convert=convert)
+        return RewardBatch(self.scores(rows), rows)
+
+    def scores(self, rows: Sequence[Mapping[str, Any]], on_error: str | None = None) -> list[float | None]:
+        return scores_from_rows(rows, on_error or self.on_error)
+
+    def rows(self, items: Sequence[Item], lines: Sequence[int] | None = None, *, convert: bool = False) -> list[dict[str, Any]]:
+        """Result rows in input order; ``lines`` numbers the items (default 1..n), which only
+        matters for items without an ``instance_id`` (their default id names the line)."""
+        if lines is not None and len(lines) != len(items):
+            raise ValueError(f"got {len(lines)} line numbers for {len(items)} items")
+        planned = [self._plan(lines[i] if lines is not None else i + 1, item, convert) for i, item in enumerate(items)]
+        return [entry if isinstance(entry, dict) else self._score(entry) for entry in planned]
+
+    def _score(self, entry: WorkItem) -> dict[str, Any]:
+        try:
+            with deadline(self.timeout):
+                return score_item(entry)
+        except ItemTimeout:
+            return error_row(entry, ErrorCode.TIMEOUT, f"scoring took longer than {self.timeout:g} s")
+
+    def _plan(self, line: int, item: Item, convert: bool) -> WorkItem | dict[str, Any]:
+        if isinstance(item, Refused):
+            return self.refusal_row(line, item.item, item.code, item.message)
+        if isinstance(item, Mapping):
+            if convert and isinstance(item.get("parts"), (list, tuple)):
+                item = {**item, "parts": to_parts(item["parts"])}
+            if self.fixed_task is not None and "task" not in item:
+                item = {"task": self.fixed_task, **item}
+            task = item.get("task")
+            if self.tasks is not None and isinstance(task, str) and task.strip() not in self.tasks:
+                allowed = ", ".join(sorted(self.tasks))
+                return self.refusal_row(line, item, ErrorCode.UNKNOWN_TASK, f"{task!r} is not scored by this reward (tasks: {allowed})")
+            if not self.allow_paths and isinstance(item.get("parts"), list):
+                if any(isinstance(p, Mapping) and p.get("path") is not None for p in item["parts"]):
+                    message = "media paths are not accepted here (no data root is set); send media inline as base64 'data'"
+                    return self.refusal_row(line, item, ErrorCode.PATH_OUTSIDE_ROOT, message)
+        try:
+            text = json.dumps(item, allow_nan=False)  # as api.score_items writes it, so keys agree
+        except (TypeError, ValueError) as exc:
+            return self.refusal_row(line, None, ErrorCode.MALFORMED_LINE, f"item is not JSON-serialisable ({exc})")
+        planned = self._planner.plan(line, text)
+        assert planned is not None  # the planner filters nothing: no task filter is set
+        return planned
+
+    def refusal_row(self, line: int, item: Any, code: str, message: str) -> dict[str, Any]:
+        """An error row for an item refused before planning, shaped like the planner's own."""
+        raw = item if isinstance(item, Mapping) else {}
+        task = raw.get("task") if isinstance(raw.get("task"), str) else "?"
+        instance_id = raw.get("instance_id")
+        if not isinstance(instance_id, str) or not instance_id:
+            instance_id = f"{task}/line-{line}" if task != "?" else "?"
+        sample = raw.get("sample", 0)
+        sample = sample if isinstance(sample, int) and not isinstance(sample, bool) and sample >= 0 else 0
+        model = raw.get("model") if isinstance(raw.get("model"), str) else None
+        try:
+            fingerprint: Any = json.loads(json.dumps(item, sort_keys=True, allow_nan=False))
+        except (TypeError, ValueError):
+            fingerprint = repr(item)
+        return make_row(
+            task=task,
+            instance_id=instance_id,
+            sample=sample,
+            model=model,
+            key=digest_of(KEY_SCHEME, "unresolved", code, line, fingerprint),
+            line=line,
+            verifier=None,
+            error_code=code,
+            error_message=message,
+        )

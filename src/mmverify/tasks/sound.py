@@ -1,0 +1,246 @@
+"""Sound and music tasks scored by CLAP similarity to reference classes (ESC-50, OpenMIC, GTZAN).
+
+Published semantics (version 1): the clip is loaded at 22050 Hz mono; each part the task checks (an
+edge segment, a fractional range, a silence-separated segment, or the whole clip) is resampled to
+the embedder's rate and embedded; its similarity to a class is the mean of its 10 highest cosine
+similarities against that class's reference clips; each label holds when that similarity is above
+the threshold (below it, for exclusion), and the score is the mean of the labels' binaries.
+
+The annotation field that names a class (``start``, ``end``, ``target``, ``instrument``, ``genre``)
+is also the label of its component (``sim_start``, ...) and evidence entries.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+from ..core.errors import ErrorCode, GenerationFault, ScoringError
+from ..core.media import resample
+from ..core.types import Check, Instance
+from ..references.sets import SETS, reference_set
+from ..verifiers.audio import PUBLISHED_SAMPLE_RATE
+from ..verifiers.audio.segments import edge_bounds, fraction_bounds, split_on_silence
+from .base import Task, require_field
+from .response import Response
+
+Span = tuple[int, int]  # sample range of the 22050 Hz clip
+
+
+def _seconds(span: Span, rate: int) -> list[float]:
+    return [round(span[0] / rate, 4), round(span[1] / rate, 4)]
+
+
+class ClapClassTask(Task):
+    """Parts of one clip compared with reference classes by CLAP; mean of the labels' binaries."""
+
+    binary = True  # ``passed`` means every label holds (a two-label item can score 0.5)
+    reference_set: ClassVar[str]  # a key of references.sets.SETS
+    fields: ClassVar[tuple[str, ...]]  # annotation fields naming a class, in scoring order
+    any_field: ClassVar[bool] = False  # True: at least one of ``fields`` (a_sound_begin_end); else all
+    default_threshold: ClassVar[float]
+    absent: ClassVar[bool] = False  # exclusion: a label holds when the similarity is *below* the threshold
+
+    def __init__(self, threshold: float | None = None, top_k: int = 10, layout: str | None = None) -> None:
+        threshold = self.default_threshold if threshold is None else threshold
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold must be a cosine similarity in [-1, 1], got {threshold!r}")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
+        layouts = SETS[self.reference_set].layouts
+        layout = layouts[0] if layout is None else layout
+        if layout not in layouts:
+            raise ValueError(f"{self.reference_set} references are read as {' or '.join(layouts)}, not {layout!r}")
+        self.threshold = float(threshold)
+        self.top_k = top_k
+        self.layout = layout
+
+    def params(self) -> Mapping[str, Any]:
+        return {
+            "threshold": self.threshold, "direction": "<" if self.absent else ">", "top_k": self.top_k,
+            "references": self.reference_set, "layout": self.layout, "sample_rate": PUBLISHED_SAMPLE_RATE,
+            **self.segment_params(),
+        }  # fmt: skip
+
+    def segment_params(self) -> Mapping[str, Any]:
+        """Settings of how the parts are cut (part of the result key)."""
+        return {}
+
+    def validate(self, instance: Instance) -> None:
+        """Check annotation fields beyond the class names (before the response is looked at)."""
+
+    @abstractmethod
+    def spans(self, instance: Instance, audio: np.ndarray, rate: int, labels: list[str]) -> dict[str, Span]:
+        """The sample range each label is scored on; GenerationFault when the clip cannot have them."""
+
+    def classes(self, instance: Instance) -> dict[str, str]:
+        found = {name: instance.data[name] for name in self.fields if instance.data.get(name) is not None}
+        if not found or (not self.any_field and len(found) < len(self.fields)):
+            require_field(instance, *(name for name in self.fields if name not in found))  # raises, naming them
+        for name, value in found.items():
+            if not isinstance(value, str) or not value.strip():
+                raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: {name!r} must name a class, got {value!r}")
+        return {name: value.strip() for name, value in found.items()}
+
+    def score(self, instance: Instance, response: Response) -> Check:
+        from ..models.hub import get_hub
+
+        # Everything that is the user's problem is checked before the generation is judged.
+        wanted = self.classes(instance)
+        self.validate(instance)
+        references = reference_set(self.reference_set, self.layout)
+        resolved = {label: references.resolve(name) for label, name in wanted.items()}
+
+        audio, rate = response.single_audio(PUBLISHED_SAMPLE_RATE)
+        spans = self.spans(instance, audio, rate, list(wanted))
+        if any(end <= start for start, end in spans.values()):
+            raise GenerationFault(
+                "audio_too_short", f"{len(audio) / rate:.2f} s leaves an empty segment", seconds=round(len(audio) / rate, 4)
+            )
+
+        embedder = get_hub().backend("audio_text")
+        index = references.index(embedder)
+        clips = [resample(audio[start:end], rate, embedder.sample_rate) for start, end in spans.values()]
+        embeddings = embedder.embed_audio(clips)
+        sims = {label: index.topk_mean(row, resolved[label], self.top_k) for label, row in zip(spans, embeddings)}
+        holds = {label: (sim < self.threshold) if self.absent else (sim > self.threshold) for label, sim in sims.items()}
+        return Check(
+            score=float(np.mean([float(ok) for ok in holds.values()])),
+            passed=all(holds.values()),
+            components={f"sim_{label}": sim for label, sim in sims.items()},
+            evidence={
+                "classes": wanted,
+                "holds": holds,
+                "segments_s": {label: _seconds(span, rate) for label, span in spans.items()},
+                "clip_s": round(len(audio) / rate, 4),
+                "threshold": self.threshold,
+                "direction": "<" if self.absent else ">",
+                "reference_set": {"name": self.reference_set, "layout": self.layout},
+                "references": {resolved[label]: references.size(resolved[label]) for label in spans},
+                "backend": embedder.fingerprint,
+            },
+        )
+
+
+class _WholeClip(ClapClassTask):
+    def spans(self, instance: Instance, audio: np.ndarray, rate: int, labels: list[str]) -> dict[str, Span]:
+        return {label: (0, len(audio)) for label in labels}
+
+
+class SoundBeginEnd(ClapClassTask):
+    """``start`` and/or ``end``: ESC-50 classes heard in the first / last min(4, N // 2) whole seconds."""
+
+    id = "a_sound_begin_end"
+    reference_set = "esc50"
+    fields = ("start", "end")
+    any_field = True
+    default_threshold = 0.68
+
+    def __init__(self, threshold: float | None = None, top_k: int = 10, layout: str | None = None, max_seconds: int = 4) -> None:
+        super().__init__(threshold, top_k, layout)
+        if isinstance(max_seconds, bool) or not isinstance(max_seconds, int) or max_seconds < 1:
+            raise ValueError(f"max_seconds must be an integer >= 1, got {max_seconds!r}")
+        self.max_seconds = max_seconds
+
+    def segment_params(self) -> Mapping[str, Any]:
+        return {"max_seconds": self.max_seconds}
+
+    def spans(self, instance: Instance, audio: np.ndarray, rate: int, labels: list[str]) -> dict[str, Span]:
+        # Clips under 2 s get empty edges, which score() turns into audio_too_short.
+        return {label: edge_bounds(len(audio), rate, label, self.max_seconds) for label in labels}
+
+
+class SoundInclude(ClapClassTask):
+    """``target`` ESC-50 class within the ``range`` fraction [a, b] of the clip."""
+
+    id = "a_sound_include"
+    reference_set = "esc50"
+    fields = ("target",)
+    default_threshold = 0.68
+
+    def _range(self, instance: Instance) -> list[float]:
+        span = require_field(instance, "range")
+        numbers = isinstance(span, (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in span)
+        if not numbers or len(span) != 2 or not 0.0 <= span[0] < span[1] <= 1.0:
+            raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: range must be [a, b] with 0 <= a < b <= 1, got {span!r}")
+        return [float(x) for x in span]
+
+    def validate(self, instance: Instance) -> None:
+        self._range(instance)
+
+    def spans(self, instance: Instance, audio: np.ndarray, rate: int, labels: list[str]) -> dict[str, Span]:
+        return {"target": fraction_bounds(len(audio), self._range(instance))}
+
+
+class SoundCot(_WholeClip):
+    """``target`` ESC-50 class (named by a riddle in the instruction), whole clip."""
+
+    id = "a_sound_cot"
+    reference_set = "esc50"
+    fields = ("target",)
+    default_threshold = 0.68
+
+
+class SoundSilence(ClapClassTask):
+    """Sound, silence, sound: the silence split must give exactly two segments, ``start`` then ``end``."""
+
+    id = "a_sound_silence"
+    reference_set = "esc50"
+    fields = ("start", "end")
+    default_threshold = 0.68
+
+    def __init__(
+        self, threshold: float | None = None, top_k: int = 10, layout: str | None = None, top_db: float = 40.0, min_gap_s: float = 1.0
+    ) -> None:
+        super().__init__(threshold, top_k, layout)
+        if not (isinstance(top_db, (int, float)) and math.isfinite(top_db) and top_db > 0):
+            raise ValueError(f"top_db must be positive, got {top_db!r}")
+        if not (isinstance(min_gap_s, (int, float)) and math.isfinite(min_gap_s) and min_gap_s >= 0):
+            raise ValueError(f"min_gap_s must be >= 0, got {min_gap_s!r}")
+        self.top_db = float(top_db)
+        self.min_gap_s = float(min_gap_s)
+
+    def segment_params(self) -> Mapping[str, Any]:
+        return {"top_db": self.top_db, "min_gap_s": self.min_gap_s}
+
+    def spans(self, instance: Instance, audio: np.ndarray, rate: int, labels: list[str]) -> dict[str, Span]:
+        segments = split_on_silence(audio, rate, top_db=self.top_db, min_gap_s=self.min_gap_s)
+        if len(segments) != 2:
+            raise GenerationFault(
+                "wrong_segment_count",
+                f"expected 2 sounds separated by silence, found {len(segments)}",
+                segment_count=len(segments),
+                segments_s=[_seconds(span, rate) for span in segments],
+            )
+        return {"start": segments[0], "end": segments[1]}
+
+
+class MusicInstrument(_WholeClip):
+    """``instrument`` (rows of a_music_attribute that have one) heard in the clip: OpenMIC class."""
+
+    id = "a_music_instrument"
+    reference_set = "openmic"
+    fields = ("instrument",)
+    default_threshold = 0.62
+
+
+class MusicExclude(_WholeClip):
+    """``instrument`` must be absent.  As published, a response without (exactly one) audio fails."""
+
+    id = "a_music_exclude"
+    reference_set = "openmic"
+    fields = ("instrument",)
+    default_threshold = 0.62
+    absent = True
+
+
+class MusicGenre(_WholeClip):
+    """``genre``: GTZAN class; references are the clips' first, middle and last 10 s as published."""
+
+    id = "a_music_genre"
+    reference_set = "gtzan"
+    fields = ("genre",)
+    default_threshold = 0.69

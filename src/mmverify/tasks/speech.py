@@ -1,0 +1,325 @@
+"""Speech tasks: what Whisper hears in the generated clip, compared with the annotation, plus voice
+checks (gender, pitch, speaking rate, speaker similarity).
+
+Shared by every task here and by the conversation task: clips are decoded at the published analysis
+rate (22050 Hz; pitch and speaking rate run on that), and each model gets them resampled to its own
+rate (16 kHz).  Transcripts are Whisper's (``transcriber``; ``transcriber_zh`` for Chinese) and are
+compared after Whisper's English normaliser (``normalize_chinese`` for Chinese) on both sides.
+
+English transcripts are decoded without forcing a language: forcing English makes Whisper translate
+non-English speech, which would reward a clip that says the right thing in the wrong language.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+
+from ..core.errors import ErrorCode, ScoringError
+from ..core.media import resample
+from ..core.types import Check, Instance
+from ..verifiers.audio import PUBLISHED_SAMPLE_RATE
+from ..verifiers.speech import prosody
+from ..verifiers.speech.text_metrics import (
+    char_accuracy,
+    english_normalizer_name,
+    normalize_chinese,
+    normalize_english,
+    word_accuracy,
+)
+from ..verifiers.text import evaluate, parse_mmmg_constraint
+from ..verifiers.text.mmmg import SEMANTICS, MmmgChecker
+from .base import Task, require_field
+from .media import instance_audios
+from .response import Response
+
+SAMPLE_RATE = PUBLISHED_SAMPLE_RATE
+SPEAKER_THRESHOLD = 0.93  # published: WavLM-SV cosine must exceed it for "same speaker"
+GENDERS = ("female", "male")
+
+
+# -- shared steps ---------------------------------------------------------------------------------------
+
+
+def _hub() -> Any:
+    from ..models.hub import get_hub  # imported late: `mmverify tasks` must not import model code
+
+    return get_hub()
+
+
+def transcribe(clips: Sequence[np.ndarray], rate: int, language: str = "en") -> list[str]:
+    """Whisper transcripts of ``clips`` (sampled at ``rate``), one per clip, in order."""
+    if language not in ("en", "zh"):
+        raise ValueError(f"language must be 'en' or 'zh', got {language!r}")
+    backend = _hub().backend("transcriber_zh" if language == "zh" else "transcriber")
+    inputs = [resample(clip, rate, backend.sample_rate) for clip in clips]
+    return backend.transcribe(inputs, language="zh" if language == "zh" else None)
+
+
+def transcript_evidence(transcript: str, language: str = "en") -> dict[str, Any]:
+    """What a row shows about the transcript: raw, normalised, and which normaliser was used."""
+    if language == "zh":
+        return {"transcript": transcript, "normalized_transcript": normalize_chinese(transcript), "normalizer": "chinese"}
+    return {
+        "transcript": transcript,
+        "normalized_transcript": normalize_english(transcript),
+        "normalizer": english_normalizer_name(),
+    }
+
+
+def speaker_similarities(clips: Sequence[np.ndarray], rate: int) -> np.ndarray:
+    """Pairwise cosine similarities of the clips' speaker embeddings (rows are unit-norm)."""
+    backend = _hub().backend("speaker")
+    embeddings = np.asarray(backend.embed([resample(clip, rate, backend.sample_rate) for clip in clips]), dtype=np.float64)
+    return embeddings @ embeddings.T
+
+
+def validate_threshold(value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1.0 <= float(value) <= 1.0:
+        raise ValueError(f"speaker_threshold must be a cosine in [-1, 1], got {value!r}")
+    return float(value)
+
+
+def validate_semantics(value: str) -> str:
+    if value not in SEMANTICS:
+        raise ValueError(f"semantics must be one of {list(SEMANTICS)}, got {value!r}")
+    return value
+
+
+def parse_constraints(instance: Instance, spec: Any, semantics: str) -> list[MmmgChecker]:
+    """The instance's MMMG constraint(s), checked on Whisper-normalised text."""
+    try:
+        return parse_mmmg_constraint(spec, semantics=semantics, normalizer=normalize_english)
+    except ValueError as exc:
+        raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: constraint: {exc}") from None
+
+
+def check_constraints(transcript: str, checkers: Sequence[MmmgChecker]) -> Check:
+    # The published checks have no "empty response fails" rule: an empty transcript passes an exclusion.
+    return evaluate(transcript, checkers, "strict", require_nonempty=False)
+
+
+def require_text(instance: Instance, *names: str) -> str:
+    value = require_field(instance, *names)
+    if not isinstance(value, str) or not value.strip():
+        raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: {names[0]} must be a non-empty string")
+    return value
+
+
+def _level(instance: Instance, name: str) -> str | None:
+    value = instance.data.get(name)
+    if value is None:
+        return None
+    if value not in prosody.LEVELS:
+        raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: {name} must be one of {prosody.LEVELS}, got {value!r}")
+    return str(value)
+
+
+# -- tasks --------------------------------------------------------------------------------------------
+
+
+class SpeechTask(Task):
+    """One generated clip, transcribed."""
+
+    language: ClassVar[str] = "en"
+
+    def clip(self, response: Response) -> np.ndarray:
+        return response.single_audio(SAMPLE_RATE)[0]
+
+    def transcript(self, audio: np.ndarray) -> str:
+        return transcribe([audio], SAMPLE_RATE, self.language)[0]
+
+
+class SpeechAttribute(SpeechTask):
+    """``text``, ``gender`` and optional ``pitch`` / ``speed`` ("high" | "low").
+
+    score = max(1 - WER, 0) x gender_ok x pitch_score (if asked) x speed_score (if asked).  The pitch
+    band is that of the *predicted* gender (published); when the classifier ties, gender_ok is 0 and
+    the annotated gender's band is reported instead.  Speaking rate counts the words of the
+    normalised transcript split on spaces (published).
+    """
+
+    id = "a_speech_attribute"
+    accuracy_name: ClassVar[str] = "word_accuracy"
+    rate_band_name: ClassVar[str] = "english"
+
+    def __init__(
+        self,
+        pitch_bands: Mapping[str, tuple[float, float]] = prosody.PITCH_BANDS_MEL,
+        rate_band: tuple[float, float] | None = None,
+        trim_top_db: float = 60.0,
+    ) -> None:
+        if set(pitch_bands) != set(GENDERS):
+            raise ValueError(f"pitch_bands must give a band for each of {GENDERS}")
+        self.pitch_bands = {g: _band(pitch_bands[g]) for g in GENDERS}
+        self.rate_band = _band(rate_band or prosody.RATE_BANDS[self.rate_band_name])
+        if not trim_top_db > 0:
+            raise ValueError("trim_top_db must be > 0")
+        self.trim_top_db = float(trim_top_db)
+
+    def params(self) -> Mapping[str, Any]:
+        return {
+            "pitch_bands": {g: list(b) for g, b in self.pitch_bands.items()},
+            "rate_band": list(self.rate_band),
+            "trim_top_db": self.trim_top_db,
+        }
+
+    def accuracy(self, reference: str, transcript: str) -> float:
+        return word_accuracy(reference, transcript)
+
+    def speech_units(self, transcript: str) -> int:
+        return len(normalize_english(transcript).split(" "))
+
+    def score(self, instance: Instance, response: Response) -> Check:
+        text = require_text(instance, "text")
+        gender = require_field(instance, "gender")
+        if gender not in GENDERS:
+            raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: gender must be one of {GENDERS}, got {gender!r}")
+        pitch, speed = _level(instance, "pitch"), _level(instance, "speed")
+        audio = self.clip(response)
+        transcript = self.transcript(audio)
+        accuracy = self.accuracy(text, transcript)
+
+        classifier = _hub().backend("gender")
+        probs = classifier.classify([resample(audio, SAMPLE_RATE, classifier.sample_rate)])[0]
+        if set(probs) != set(GENDERS):
+            raise ScoringError(ErrorCode.MODEL_UNAVAILABLE, f"gender classifier labels {sorted(probs)} are not {list(GENDERS)}")
+        top = max(probs.values())
+        winners = [label for label in GENDERS if probs[label] == top]
+        predicted = winners[0] if len(winners) == 1 else None
+        gender_ok = 1.0 if predicted == gender else 0.0
+
+        components: dict[str, float] = {self.accuracy_name: accuracy, "gender_ok": gender_ok}
+        evidence: dict[str, Any] = {
+            **transcript_evidence(transcript, self.language),
+            "gender_probs": {label: probs[label] for label in GENDERS},
+            "predicted_gender": predicted,
+        }
+        if predicted is None:
+            evidence["gender_reason"] = "tie"
+        score = accuracy * gender_ok
+        if pitch is not None:
+            band = self.pitch_bands[predicted or gender]
+            mel = prosody.dominant_pitch_mel(audio, SAMPLE_RATE)
+            components["pitch_score"] = prosody.band_score(mel, band, pitch) if mel is not None else 0.0
+            if mel is not None:
+                components["pitch_mel"] = mel
+            evidence.update(pitch=pitch, pitch_band_mel=list(band), voiced=mel is not None)
+            score *= components["pitch_score"]
+        if speed is not None:
+            units = self.speech_units(transcript)
+            rate = prosody.speaking_rate(units, audio, SAMPLE_RATE, self.trim_top_db)
+            components["speed_score"] = prosody.band_score(rate, self.rate_band, speed) if rate is not None else 0.0
+            if rate is not None:
+                components["rate"] = rate
+            evidence.update(speed=speed, rate_band=list(self.rate_band), rate_units=units)
+            score *= components["speed_score"]
+        return Check(score=score, components=components, evidence=evidence)
+
+
+class SpeechChinese(SpeechAttribute):
+    """As :class:`SpeechAttribute` with CER and characters per minute.  The published rate counts
+    every character of the raw transcript, spaces and punctuation included (kept in version 1)."""
+
+    id = "a_speech_chinese"
+    language = "zh"
+    accuracy_name = "char_accuracy"
+    rate_band_name = "chinese"
+
+    def accuracy(self, reference: str, transcript: str) -> float:
+        return char_accuracy(reference, transcript)
+
+    def speech_units(self, transcript: str) -> int:
+        return len(transcript)
+
+
+class SpeechImitate(SpeechTask):
+    """``text`` read in the voice of ``audio_list``'s reference speaker:
+    max(1 - WER, 0) x [speaker cosine > speaker_threshold]."""
+
+    id = "a_speech_imitate"
+
+    def __init__(self, speaker_threshold: float = SPEAKER_THRESHOLD) -> None:
+        self.speaker_threshold = validate_threshold(speaker_threshold)
+
+    def params(self) -> Mapping[str, Any]:
+        return {"speaker_threshold": self.speaker_threshold}
+
+    def score(self, instance: Instance, response: Response) -> Check:
+        text = require_text(instance, "text")
+        audio = self.clip(response)
+        references = instance_audios(instance, require_field(instance, "audio_list"), SAMPLE_RATE)
+        if len(references) != 1:
+            raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: expected one reference speaker, got {len(references)}")
+        transcript = self.transcript(audio)
+        accuracy = word_accuracy(text, transcript)
+        similarity = float(speaker_similarities([audio, references[0][0]], SAMPLE_RATE)[0, 1])
+        speaker_ok = 1.0 if similarity > self.speaker_threshold else 0.0
+        return Check(
+            score=accuracy * speaker_ok,
+            components={"word_accuracy": accuracy, "speaker_similarity": similarity, "speaker_ok": speaker_ok},
+            evidence={**transcript_evidence(transcript), "speaker_threshold": self.speaker_threshold},
+        )
+
+
+class SpeechConstraint(SpeechTask):
+    """MMMG ``constraint`` annotation(s) checked on the transcript; 1 when all hold."""
+
+    id = "a_speech_constraint"
+    binary = True
+
+    def __init__(self, semantics: str = "published") -> None:
+        self.semantics = validate_semantics(semantics)
+
+    def params(self) -> Mapping[str, Any]:
+        return {"semantics": self.semantics}
+
+    def score(self, instance: Instance, response: Response) -> Check:
+        checkers = parse_constraints(instance, require_field(instance, "constraint", "constraints"), self.semantics)
+        transcript = self.transcript(self.clip(response))
+        check = check_constraints(transcript, checkers)
+        evidence = {**transcript_evidence(transcript), "instructions": check.evidence["instructions"]}
+        return Check(score=check.score, passed=check.passed, components=check.components, evidence=evidence)
+
+
+class SpeechModify(SpeechConstraint):
+    """As :class:`SpeechConstraint`; ``audio_list`` names the input speech, which is not scored."""
+
+    id = "a_speech_modify"
+
+
+class SpeechTranslate(SpeechTask):
+    """sacrebleu sentence BLEU / 100 of the normalised transcript against the raw reference ``text``
+    (published: only the hypothesis is normalised; sacrebleu defaults, 13a tokens, exp smoothing)."""
+
+    id = "a_speech_translate"
+
+    def score(self, instance: Instance, response: Response) -> Check:
+        import sacrebleu
+
+        text = require_text(instance, "text")
+        transcript = self.transcript(self.clip(response))
+        bleu = sacrebleu.sentence_bleu(normalize_english(transcript), [text]).score / 100.0
+        bleu = min(max(bleu, 0.0), 1.0) if math.isfinite(bleu) else 0.0
+        return Check(score=bleu, components={"bleu": bleu}, evidence=transcript_evidence(transcript))
+
+
+class SpeechRetrieve(SpeechTask):
+    """max(1 - WER, 0) of the transcript against the passage ``text`` it should repeat."""
+
+    id = "a_speech_retrieve"
+
+    def score(self, instance: Instance, response: Response) -> Check:
+        text = require_text(instance, "text")
+        transcript = self.transcript(self.clip(response))
+        accuracy = word_accuracy(text, transcript)
+        return Check(score=accuracy, components={"word_accuracy": accuracy}, evidence=transcript_evidence(transcript))
+
+
+def _band(band: Sequence[float]) -> tuple[float, float]:
+    low, high = (float(x) for x in band)
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"a band must be (low, high) with low < high, got {band!r}")
+    return low, high

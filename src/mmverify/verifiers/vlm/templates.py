@@ -1,0 +1,245 @@
+"""The questions put to a vision-language judge, one template per question type.
+
+Principles (from the MMMG study of judge reliability):
+
+* reasoning first, verdict last -- every question ends by asking for a final ``Answer:`` line, and
+  the parsers read only that; a judge that must commit to "Yes" before looking talks itself into it;
+* multiple choice instead of free numbers or positions, with an explicit way out: "fewer than 3 or
+  none" / "more than 6" for counts, "neither" for relative positions, "centre" for quadrants;
+* negative phrasing where judges hallucinate: the absence question asks whether the image is *free*
+  of the thing and spells out where it might hide;
+* OCR returns a JSON list, so the reading is data and not prose; Chinese is read conservatively
+  (only characters the judge is sure of) because judges "read" the characters they expect.
+
+Templates are data.  Changing any wording changes scores, so it must come with a new
+``TEMPLATE_VERSION`` (tasks put it in ``params()``, which is part of every result key).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, Mapping
+
+TEMPLATE_VERSION = 1
+
+AnswerKind = Literal["yes_no", "choice", "text_list"]
+
+_YES_NO_END = "Think step by step, then end your reply with a final line `Answer: Yes` or `Answer: No`."
+_CHOICE_END = (
+    "Think step by step, then end your reply with a final line `Answer: <letter>` giving the letter of "
+    "exactly one option."
+)
+_LIST_END = (
+    "End your reply with one final line that holds a JSON list of the pieces of text in reading order, "
+    'for example `["first line", "second line"]`, or `[]` if {none}.'
+)
+
+
+@dataclass(frozen=True)
+class Template:
+    id: str
+    kind: AnswerKind
+    text: str  # str.format placeholders; literal braces in the text are doubled
+    letters: tuple[str, ...] = ()  # option letters, for ``choice`` templates
+
+    def fill(self, **values: str) -> "Question":
+        return Question(template=self.id, kind=self.kind, prompt=self.text.format(**values), letters=self.letters)
+
+
+@dataclass(frozen=True)
+class Question:
+    """A filled template: what is sent to the judge and how its reply is read."""
+
+    template: str
+    kind: AnswerKind
+    prompt: str
+    letters: tuple[str, ...] = ()
+
+    @property
+    def template_ref(self) -> str:
+        return f"{self.template}@{TEMPLATE_VERSION}"
+
+
+def _t(id: str, kind: AnswerKind, *paragraphs: str, letters: str = "") -> Template:
+    return Template(id, kind, "\n\n".join(paragraphs), tuple(letters))
+
+
+# -- counting ---------------------------------------------------------------------------------------
+COUNT_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("A", "fewer than 3, or none"),
+    ("B", "3"),
+    ("C", "4"),
+    ("D", "5"),
+    ("E", "6"),
+    ("F", "more than 6"),
+)
+
+# -- absolute position ---------------------------------------------------------------------------
+QUADRANT_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("A", "the bottom-left quarter"),
+    ("B", "the bottom-right quarter"),
+    ("C", "the top-left quarter"),
+    ("D", "the top-right quarter"),
+    ("E", "the centre: it lies across the middle lines rather than inside one quarter"),
+)
+
+
+def _options(options: tuple[tuple[str, str], ...]) -> str:
+    return "Options:\n" + "\n".join(f"{letter}. {text}" for letter, text in options)
+
+
+TEMPLATES: Mapping[str, Template] = {
+    t.id: t
+    for t in (
+        _t(
+            "existence", "yes_no",
+            "Look carefully at the image and decide whether it shows the following:\n{target}",
+            "Every part of this description must hold: the objects, how many of each there are, their "
+            "colours and other attributes, and how they relate to each other. For each part, describe "
+            "what the image actually shows before deciding. If any part is missing, wrong, or only "
+            "ambiguously present, the answer is No.",
+            _YES_NO_END,
+        ),
+        _t(
+            "absence", "yes_no",
+            "Look carefully at the image and decide whether it is completely free of the following:\n{target}",
+            "Search the whole image: the background, the edges, small or partly hidden things, and "
+            "pictures, prints or reflections inside the image. Describe anything that could match before "
+            "deciding. Answer Yes only if nothing matching it appears anywhere; answer No if it appears "
+            "at all, even partly.",
+            _YES_NO_END,
+        ),
+        _t(
+            "scene", "yes_no",
+            "Look at the image as a whole and decide whether its overall setting is:\n{target}",
+            "Judge only the scene: the place, the environment, the time of day and the general "
+            "situation. Ignore whether particular other objects are present or absent. Describe the "
+            "setting you see before deciding.",
+            _YES_NO_END,
+        ),
+        _t(
+            "exactly_one", "yes_no",
+            "Look carefully at the image and find every {target} in it, including small, partly hidden or "
+            "cut-off ones. Describe each one you find and where it is.",
+            "Answer Yes only if there is exactly one {target}; answer No if there is none or more than one.",
+            _YES_NO_END,
+        ),
+        _t(
+            "count", "choice",
+            "Count the {target} in the image. Count every distinct, recognisable one, including partly "
+            "hidden ones, and do not count any of them twice. List them one by one, saying where each "
+            "is, before giving the total.",
+            _options(COUNT_OPTIONS),
+            _CHOICE_END,
+            letters="ABCDEF",
+        ),
+        _t(
+            "relative_horizontal", "choice",
+            "Find the {first} and the {second} in the image and compare their horizontal positions, "
+            "using the centre of each as seen in the picture (the viewer's left and right).",
+            "Options:\nA. The {first} is to the left of the {second}.\n"
+            "B. The {first} is to the right of the {second}.\n"
+            "C. Neither: they are at about the same horizontal position, or one of them cannot be found.",
+            _CHOICE_END,
+            letters="ABC",
+        ),
+        _t(
+            "relative_vertical", "choice",
+            "Find the {first} and the {second} in the image and compare their vertical positions, "
+            "using the centre of each as seen in the picture (higher or lower in the frame).",
+            "Options:\nA. The {first} is above the {second}.\n"
+            "B. The {first} is below the {second}.\n"
+            "C. Neither: they are at about the same height, or one of them cannot be found.",
+            _CHOICE_END,
+            letters="ABC",
+        ),
+        _t(
+            "absolute", "choice",
+            "Find the {target} in the image. Imagine a vertical and a horizontal line through the middle "
+            "of the image, dividing it into four equal quarters, and decide where the {target} is, "
+            "judging by its centre as seen in the picture.",
+            _options(QUADRANT_OPTIONS),
+            _CHOICE_END,
+            letters="ABCDE",
+        ),
+        _t(
+            "ocr", "text_list",
+            "Read all the text that appears in the image. Copy each separate piece of text (a line, a "
+            "sign, a label) exactly as it is written: same spelling, words and numbers. Do not correct, "
+            "translate or complete it, and leave out anything you cannot actually read.",
+            _LIST_END.format(none="the image has no readable text"),
+        ),
+        _t(
+            "ocr_object", "text_list",
+            "Find {target} in the image and read the text written on it. Copy only the text on that "
+            "object, exactly as it is written: same spelling, words and numbers. Do not correct, "
+            "translate or complete it, and leave out anything you cannot actually read.",
+            _LIST_END.format(none="that object is missing or carries no readable text"),
+        ),
+        _t(
+            "ocr_chinese", "text_list",
+            "Read the Chinese characters that appear in the image. Be conservative: write down only "
+            "characters you can identify with certainty. Leave out any character that is blurred, "
+            "distorted, incomplete or not a real character, and never fill in a character because a "
+            "word or phrase would usually contain it.",
+            _LIST_END.format(none="there is no character you are sure of"),
+        ),
+    )
+}
+
+
+def question(template_id: str, **values: str) -> Question:
+    """Fill the template ``template_id`` (KeyError for an unknown id or a missing value)."""
+    return TEMPLATES[template_id].fill(**values)
+
+
+# -- answer keys ------------------------------------------------------------------------------------
+def count_letter(count: int) -> str:
+    """The counting option that an annotated count falls in (A below 3, F above 6)."""
+    if count < 3:
+        return "A"
+    if count > 6:
+        return "F"
+    return "BCDE"[count - 3]
+
+
+def _has(text: str, *words: str) -> bool:
+    return any(re.search(rf"\b{word}", text) for word in words)
+
+
+def quadrant_letter(position: str) -> str:
+    """``"bottom right"``, ``"top-left"``, ``"upper left corner"``, ``"centre"`` -> option letter.
+
+    Raises ValueError for anything that names no single quadrant ("left", "top center",
+    "top bottom left"): an annotation that cannot be scored is the user's to fix."""
+    text = re.sub(r"[^a-z]+", " ", position.lower().replace("centre", "center"))
+    text = re.sub(r"\b(top|bottom|upper|lower|up|down)(left|right)\b", r"\1 \2", text)  # "topleft"
+    top, bottom = _has(text, "top", "upper", "up\\b", "above"), _has(text, "bottom", "lower", "down", "below")
+    left, right = _has(text, "left"), _has(text, "right")
+    centre = _has(text, "center", "central", "middle")
+    if not (top and bottom) and not (left and right):
+        if (top or bottom) and (left or right) and not centre:
+            return {(False, False): "A", (False, True): "B", (True, False): "C", (True, True): "D"}[(top, right)]
+        if centre and not (top or bottom or left or right):
+            return "E"
+    raise ValueError(f"cannot read a quadrant from position {position!r}")
+
+
+def relative_key(relation: str) -> tuple[str, str]:
+    """``"to the left of"`` -> (``"relative_horizontal"``, ``"A"``); above/below -> vertical.
+
+    Raises ValueError for a relation that names no side, or names two."""
+    text = re.sub(r"[^a-z]+", " ", relation.lower())
+    keys = set()
+    if _has(text, "left"):
+        keys.add(("relative_horizontal", "A"))
+    if _has(text, "right"):
+        keys.add(("relative_horizontal", "B"))
+    if _has(text, "above", "over", "on top", "higher", "upper"):
+        keys.add(("relative_vertical", "A"))
+    if _has(text, "below", "under", "beneath", "lower", "underneath"):
+        keys.add(("relative_vertical", "B"))
+    if len(keys) != 1:
+        raise ValueError(f"cannot read left/right/above/below from relation {relation!r}")
+    return keys.pop()

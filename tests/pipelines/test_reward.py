@@ -1,0 +1,282 @@
+"""The Reward API: error policies, determinism, in-memory media, per-item deadlines, refusals."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from PIL import Image
+
+from mmverify.api import score_items
+from mmverify.pipelines import execute
+from mmverify.pipelines.reward import (
+    NON_FINITE_IMAGE,
+    Reward,
+    RewardError,
+    deadline,
+    image_bytes,
+    png_bytes,
+    to_part,
+    to_uint8_image,
+    wav_bytes,
+)
+from tests.conftest import save_png
+from tests.pipelines.conftest import bordered
+
+
+def png(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+GREEN_BORDER = bordered("green")
+
+
+def test_scores_match_the_pipeline_for_every_way_of_passing_an_image(tmp_path: Path):
+    save_png(tmp_path / "b.png", GREEN_BORDER)
+    reference = score_items(
+        [{"task": "i_format_border", "instance": {"color": "green"}, "parts": [{"type": "image", "path": "b.png"}]}],
+        base_dir=tmp_path,
+    )[0]
+    torch = pytest.importorskip("torch")
+    reward = Reward("i_format_border", media_root=tmp_path)
+    forms = [
+        Image.fromarray(GREEN_BORDER),
+        GREEN_BORDER,
+        GREEN_BORDER.astype(np.float32) / 255.0,
+        torch.from_numpy(GREEN_BORDER).permute(2, 0, 1).float() / 255.0,  # CHW float tensor
+        png(GREEN_BORDER),
+        tmp_path / "b.png",
+        {"type": "image", "path": "b.png"},
+        {"type": "image", "image": Image.fromarray(GREEN_BORDER)},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png(GREEN_BORDER)).decode()}},
+    ]
+    batch = reward([({"color": "green"}, [form]) for form in forms])
+    assert batch.scores == [reference["score"]] * len(forms)
+    for row in batch.rows:
+        assert row["components"] == reference["components"] and row["evidence"] == reference["evidence"]
+
+
+def test_manifest_items_give_exactly_the_rows_of_score_items(tmp_path: Path):
+    save_png(tmp_path / "b.png", GREEN_BORDER)
+    items = [
+        {"task": "i_format_border", "instance": {"color": "green"}, "parts": [{"type": "image", "path": "b.png"}]},
+        {"task": "i_structure", "instance": {"order": ["it"]}, "parts": [{"type": "image", "path": "b.png"}, {"type": "text", "text": "x"}]},
+        {"task": "i_format_border", "instance": {"instruction": "no colour"}, "parts": [{"type": "image", "path": "b.png"}]},
+        {"task": "i_format_bordr", "instance": {}, "parts": []},
+    ]
+    assert Reward(media_root=tmp_path).score_items(items).rows == score_items(items, base_dir=tmp_path)
+
+
+@pytest.fixture
+def mixed() -> list[tuple[dict, list]]:
+    return [
+        ({"color": "green"}, [GREEN_BORDER]),  # scored, high
+        ({"instruction": "a border, colour missing"}, [GREEN_BORDER]),  # error: invalid_instance
+        ({"color": "green"}, ["no image at all"]),  # the generation's fault: scored 0
+    ]
+
+
+def test_error_policies(mixed):
+    rows = Reward("i_format_border")(mixed).rows
+    assert [r["status"] for r in rows] == ["scored", "error", "scored"]
+    assert rows[1]["error"]["code"] == "invalid_instance" and rows[2]["reason"] == "no_image"
+    high = rows[0]["score"]
+    assert Reward("i_format_border")(mixed).scores == [high, None, 0.0]  # default: none
+    assert Reward("i_format_border", on_error="zero")(mixed).scores == [high, 0.0, 0.0]
+    nan = Reward("i_format_border", on_error="nan")(mixed).scores
+    assert nan[0] == high and math.isnan(nan[1]) and nan[2] == 0.0
+    with pytest.raises(RewardError) as caught:
+        Reward("i_format_border", on_error="raise")(mixed)
+    assert caught.value.errors == [(1, "invalid_instance", rows[1]["error"]["message"])]
+    assert len(caught.value.rows) == 3
+    assert Reward("i_format_border")(mixed).errors == [(1, "invalid_instance", rows[1]["error"]["message"])]
+
+
+def test_bad_configuration_fails_at_build_time():
+    with pytest.raises(ValueError, match="Did you mean"):
+        Reward("i_format_bordr")
+    with pytest.raises(ValueError, match="on_error"):
+        Reward("i_structure", on_error="skip")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="positive"):
+        Reward("i_structure", timeout=0)
+    with pytest.raises(ValueError, match="name the task"):
+        Reward(["i_structure", "a_structure"]).item({"order": ["t"]}, ["x"])
+
+
+def test_same_input_gives_bit_identical_output_every_time(mixed):
+    first = json.dumps(Reward("i_format_border")(mixed).rows)
+    reward = Reward("i_format_border")
+    for _ in range(100):
+        assert json.dumps(reward(mixed).rows) == first
+
+
+def test_rows_do_not_depend_on_batch_position():
+    reward = Reward("i_structure")
+    alone = reward([({"order": ["t"]}, ["hello"])]).rows[0]
+    later = reward([({"order": ["it"]}, ["x"]), ({"order": ["t"]}, ["hello"])]).rows[1]
+    assert {**later, "line": 1} == alone
+    assert alone["instance_id"].startswith("i_structure/")
+
+
+def test_several_tasks_and_refusals(tmp_path: Path):
+    reward = Reward(["i_structure", "a_structure"])
+    audio = (np.zeros(8000, dtype=np.float32), 8000)
+    batch = reward(
+        [({"order": ["it"]}, [GREEN_BORDER, "caption"]), ({"order": ["ta"]}, ["intro", audio]), ({"color": "green"}, [GREEN_BORDER])],
+        tasks=["i_structure", "a_structure", "i_format_border"],
+    )
+    assert batch.scores == [1.0, 1.0, None]
+    assert batch.rows[2]["error"]["code"] == "unknown_task" and "a_structure, i_structure" in batch.rows[2]["error"]["message"]
+
+    save_png(tmp_path / "root" / "in.png", GREEN_BORDER)
+    save_png(tmp_path / "out.png", GREEN_BORDER)
+    rooted = Reward("i_format_border", data_root=tmp_path / "root")
+    rows = rooted([({"color": "green"}, [{"type": "image", "path": "in.png"}]), ({"color": "green"}, [{"type": "image", "path": "../out.png"}])]).rows
+    assert rows[0]["status"] == "scored" and rows[1]["error"]["code"] == "path_outside_root"
+    inline_only = Reward("i_format_border", allow_paths=False)
+    assert inline_only([({"color": "green"}, [tmp_path / "out.png"])]).rows[0]["error"]["code"] == "path_outside_root"
+
+
+def test_in_memory_media_encode_deterministically():
+    assert png_bytes(GREEN_BORDER) == png_bytes(GREEN_BORDER.copy())
+    assert image_bytes(GREEN_BORDER) == image_bytes(GREEN_BORDER.copy())
+    for array in (GREEN_BORDER, GREEN_BORDER[..., 0], np.dstack([GREEN_BORDER, GREEN_BORDER[..., :1]])):
+        decoded = np.asarray(Image.open(io.BytesIO(image_bytes(array))))
+        assert np.array_equal(decoded, array)  # lossless for gray, RGB and RGBA
+    samples = np.sin(np.arange(16000, dtype=np.float32) / 7.0)
+    encoded = wav_bytes(samples, 16000)
+    time.sleep(1.1)  # libsndfile would stamp a float WAV with the time; ours must not change
+    assert wav_bytes(samples, 16000) == encoded
+    decoded, rate = sf.read(io.BytesIO(encoded), dtype="float32")
+    assert rate == 16000 and np.array_equal(decoded, samples)
+    pcm, _ = sf.read(io.BytesIO(wav_bytes((samples * 1000).astype(np.int16), 8000)), dtype="int16")
+    assert np.array_equal(pcm, (samples * 1000).astype(np.int16))
+    stereo, _ = sf.read(io.BytesIO(wav_bytes(np.stack([samples, -samples]), 16000)), dtype="float32")
+    assert stereo.shape == (16000, 2)
+
+
+def test_float_images_map_like_image_rl_trainers():
+    torch = pytest.importorskip("torch")
+    tensor = torch.rand(3, 5, 7, generator=torch.Generator().manual_seed(0))
+    expected = (tensor * 255).round().clamp(0, 255).to(torch.uint8).permute(1, 2, 0).numpy()
+    assert np.array_equal(to_uint8_image(tensor), expected)
+    assert np.array_equal(to_uint8_image(tensor.permute(1, 2, 0).numpy()), expected)  # HWC numpy
+    assert np.array_equal(to_uint8_image(tensor.numpy(), channels_first=True), expected)
+    assert to_uint8_image(np.zeros((4, 6), dtype=bool)).shape == (4, 6)
+    with pytest.raises(ValueError, match="channels"):
+        to_uint8_image(np.zeros((5, 6, 7)))
+
+
+def test_unusual_parts():
+    assert to_part("hi") == {"type": "text", "text": "hi"}
+    assert to_part(png(GREEN_BORDER))["type"] == "image"
+    assert to_part(wav_bytes(np.zeros(10, dtype=np.float32), 8000))["type"] == "audio"
+    assert to_part({"type": "audio", "audio": np.zeros(10, dtype=np.float32), "sample_rate": 8000})["type"] == "audio"
+    assert to_part({"type": "image", "nonsense": 1}) == {"type": "image", "nonsense": 1}  # left to the planner
+    with pytest.raises(ValueError, match="sample rate"):
+        to_part(np.zeros(100, dtype=np.float32))
+    with pytest.raises(ValueError, match="data: URLs"):
+        to_part({"type": "image_url", "image_url": {"url": "https://example.com/a.png"}})
+    with pytest.raises(TypeError):
+        to_part(object())
+
+
+def test_non_finite_images_are_the_generators_fault():
+    broken = np.full((32, 32, 3), np.nan, dtype=np.float32)
+    assert to_part(broken)["data"] == base64.b64encode(NON_FINITE_IMAGE).decode()
+    row = Reward("i_format_border")([({"color": "green"}, [broken])]).rows[0]
+    assert (row["status"], row["score"], row["reason"]) == ("scored", 0.0, "unreadable_image")
+
+
+class _Spinning:
+    """A task that never finishes on its own (pure Python, so a deadline can interrupt it)."""
+
+    version = 1
+
+    def score(self, instance, response):  # noqa: ANN001
+        stop = time.monotonic() + 30
+        while time.monotonic() < stop:
+            pass
+        raise AssertionError("the deadline did not interrupt scoring")
+
+
+@pytest.fixture
+def spinning_structure(monkeypatch):
+    monkeypatch.setitem(execute._TASKS, "i_structure", _Spinning())
+
+
+@pytest.mark.parametrize("where", ["main thread", "worker thread"])
+def test_per_item_timeout_on_any_thread(spinning_structure, where):
+    reward = Reward("i_structure", timeout=0.3)
+    result: dict = {}
+
+    def run() -> None:
+        result["batch"] = reward([({"order": ["t"]}, ["a"]), ({"order": ["t"]}, ["b"])])
+
+    started = time.monotonic()
+    if where == "main thread":
+        run()
+    else:
+        worker = threading.Thread(target=run)
+        worker.start()
+        worker.join(20)
+    assert time.monotonic() - started < 5
+    rows = result["batch"].rows
+    assert [r["error"]["code"] for r in rows] == ["timeout", "timeout"]
+    assert rows[0]["error"]["message"] == "scoring took longer than 0.3 s"
+
+
+def test_deadline_that_does_not_fire_leaves_no_exception_behind():
+    with deadline(0.05):
+        pass
+    time.sleep(0.15)  # a stale timer would raise here
+    with deadline(None):
+        time.sleep(0.01)
+
+
+def test_model_settings_go_through_the_environment(monkeypatch, tmp_path: Path):
+    for name in ("MMVERIFY_MODELS", "MMVERIFY_DEVICE", "MMVERIFY_CACHE_DIR", "MMVERIFY_TEST_JUDGE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("mmverify.models.hub._HUB", None)
+    Reward("i_structure", models=["beat_tracker=librosa-beats"], device="cpu", cache_dir=tmp_path, env={"MMVERIFY_TEST_JUDGE": "x"})
+    import os
+
+    assert os.environ["MMVERIFY_MODELS"] == "beat_tracker=librosa-beats"
+    assert os.environ["MMVERIFY_DEVICE"] == "cpu" and os.environ["MMVERIFY_CACHE_DIR"] == str(tmp_path)
+    assert os.environ["MMVERIFY_TEST_JUDGE"] == "x"
+    with pytest.raises(ValueError):
+        Reward("i_structure", models="beat_tracker=nope")
+
+
+def test_thresholds_set_passed():
+    reward = Reward("i_format_border", thresholds={"i_format_border": {"threshold": 0.5}})
+    rows = reward([({"color": "green"}, [GREEN_BORDER]), ({"color": "red"}, [GREEN_BORDER])]).rows
+    assert [r["passed"] for r in rows] == [True, False]
+
+
+def test_a_deadline_interrupts_only_its_own_thread(spinning_structure):
+    slow, fast = Reward("i_structure", timeout=0.3), Reward("i_format_border", timeout=30)
+    out: dict = {"fast": []}
+
+    def steady() -> None:
+        stop = time.monotonic() + 1.0
+        while time.monotonic() < stop:
+            out["fast"].extend(fast([({"color": "green"}, [GREEN_BORDER])]).rows)
+
+    threads = [threading.Thread(target=steady), threading.Thread(target=lambda: out.setdefault("slow", slow([({"order": ["t"]}, ["a"])])))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert out["slow"].rows[0]["error"]["code"] == "timeout"
+    assert out["fast"] and all(row["status"] == "scored" for row in out["fast"])

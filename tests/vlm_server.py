@@ -1,0 +1,313 @@
+"""A real OpenAI-compatible chat-completions server on 127.0.0.1, scripted per test.
+
+Import the fixtures into a test module (pytest picks them up from its namespace)::
+
+    from tests.vlm_server import by_prompt, vlm_env, vlm_server  # noqa: F401
+
+    def test_counting(vlm_server, tmp_path):
+        vlm_server.script(by_prompt({"How many": "Four apples. Answer: C"}))
+        judge = vlm_server.judge(cache=tmp_path / "judge.sqlite")   # OpenAICompatibleJudge aimed here
+        assert judge.ask("How many apples?", [image]).endswith("Answer: C")
+        assert vlm_server.count == 1 and vlm_server.requests[0].images[0].shape == image.shape
+
+    def test_task_end_to_end(vlm_env):        # MMVERIFY_VLM_* point get_hub().judge() at the server
+        vlm_env.script(always("... Yes"))
+        ...
+
+Fixtures
+    ``vlm_server``  a running :class:`VLMServer` (stopped after the test).
+    ``vlm_env``     the same server with MMVERIFY_VLM_BASE_URL/MODEL set to it, a tiny back-off
+                    (MMVERIFY_VLM_BACKOFF), and MMVERIFY_CACHE_DIR under ``tmp_path``, so
+                    ``get_hub().judge(role)`` talks to it with a fresh cache.
+
+:class:`VLMServer`
+    ``url``            base URL to give a judge (``http://127.0.0.1:<port>/v1``).
+    ``script(f)``      reply with ``f(request) -> Reply | str`` (a str is a normal 200 reply).
+    ``queue(*r)``      reply with these in order, then 400 "script exhausted".
+    ``delay``          seconds every reply waits before it is sent (default 0).
+    ``requests``       every :class:`RecordedRequest` received (``body``, ``headers``, ``model``,
+                       ``prompt`` = the user message's text, ``images`` = decoded uint8 arrays,
+                       ``image_bytes`` = the PNG bytes sent).
+    ``count``, ``max_in_flight``, ``reset()`` (forget requests, keep the script); ``GET /_stats``
+                       returns count and max_in_flight as JSON (for a server in another process).
+    ``judge(**kw)``    an ``OpenAICompatibleJudge`` for this server with millisecond back-off and no
+                       cache unless ``cache=`` is given; keyword arguments override.
+
+Scripts (responders)
+    ``always(text)``                       every request gets ``text``.
+    ``by_prompt({substr: reply}, default)`` first substring found in the prompt picks the reply
+                                           (a str or a Reply); unmatched prompts get ``default``,
+                                           or a 400 naming the prompt so the test fails loudly.
+    ``sequence(*replies, then=None)``      replies in order, then ``then`` for ever (or 400).
+    ``rate_limited_then(text, times=1, retry_after=None)``  429s (with Retry-After), then ``text``.
+    ``server_error_forever(status=500)``   every request fails with ``status``.
+    ``malformed_json()``                   200 with a body that is not JSON.
+    ``empty_content()``                    200 with ``content: ""``.
+    ``Reply(content=..., status=..., body=..., headers=..., delay=...)`` for anything else; ``body``
+    (dict or str) replaces the generated chat-completion body.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Union
+
+import numpy as np
+import pytest
+
+MODEL = "test-vlm"
+
+
+@dataclass
+class Reply:
+    content: str | None = None
+    status: int = 200
+    body: Union[dict, str, None] = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+    @property
+    def model(self) -> str | None:
+        return self.body.get("model") if isinstance(self.body, dict) else None
+
+    def _user_content(self) -> Any:
+        messages = self.body.get("messages", []) if isinstance(self.body, dict) else []
+        users = [m for m in messages if m.get("role") == "user"]
+        return users[-1].get("content") if users else ""
+
+    @property
+    def prompt(self) -> str:
+        content = self._user_content()
+        if isinstance(content, str):
+            return content
+        return "\n".join(p.get("text", "") for p in content if p.get("type") == "text")
+
+    @property
+    def image_urls(self) -> list[str]:
+        content = self._user_content()
+        if isinstance(content, str):
+            return []
+        return [p["image_url"]["url"] for p in content if p.get("type") == "image_url"]
+
+    @cached_property
+    def image_bytes(self) -> list[bytes]:
+        return [base64.b64decode(url.split(",", 1)[1]) for url in self.image_urls]
+
+    @cached_property
+    def images(self) -> list[np.ndarray]:
+        from PIL import Image
+
+        return [np.asarray(Image.open(io.BytesIO(data))) for data in self.image_bytes]
+
+
+Responder = Callable[[RecordedRequest], Union[Reply, str]]
+
+
+def chat_completion(content: str | None, model: str = MODEL) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }  # fmt: skip
+
+
+def _error(status: int, message: str) -> Reply:
+    return Reply(status=status, body={"error": {"message": message, "type": "test_script"}})
+
+
+def always(text: str) -> Responder:
+    return lambda request: text
+
+
+def by_prompt(replies: Mapping[str, Union[Reply, str]], default: Union[Reply, str, None] = None) -> Responder:
+    def respond(request: RecordedRequest) -> Union[Reply, str]:
+        for needle, reply in replies.items():
+            if needle in request.prompt:
+                return reply
+        return default if default is not None else _error(400, f"unscripted prompt: {request.prompt[:200]}")
+
+    return respond
+
+
+def sequence(*replies: Union[Reply, str], then: Union[Reply, str, None] = None) -> Responder:
+    pending = list(replies)
+    lock = threading.Lock()
+
+    def respond(request: RecordedRequest) -> Union[Reply, str]:
+        with lock:
+            if pending:
+                return pending.pop(0)
+        return then if then is not None else _error(400, "script exhausted")
+
+    return respond
+
+
+def rate_limited_then(text: str, times: int = 1, retry_after: float | None = None) -> Responder:
+    headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
+    return sequence(*[Reply(status=429, body={"error": {"message": "slow down"}}, headers=headers)] * times, then=text)
+
+
+def server_error_forever(status: int = 500) -> Responder:
+    return lambda request: _error(status, "internal server error")
+
+
+def malformed_json() -> Responder:
+    return lambda request: Reply(body='{"choices": [{"message": ')
+
+
+def empty_content() -> Responder:
+    return lambda request: Reply(content="")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # the default backlog of 5 drops connections when a test opens dozens at once
+
+
+class VLMServer:
+    def __init__(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self.delay = 0.0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._responder: Responder = lambda request: _error(400, "no script set for this test")
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real endpoints
+
+            def setup(self) -> None:
+                super().setup()
+                # headers and body leave in separate writes: without this, Nagle's algorithm and the
+                # client's delayed ACK add ~40 ms to every keep-alive reply, as no real server does
+                self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path == "/_stats":  # for a server run in another process (benchmarks)
+                    self._send(200, {"count": server.count, "max_in_flight": server.max_in_flight}, {})
+                elif self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]}, {})
+                else:
+                    self._send(404, {"error": {"message": "not found"}}, {})
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+                    return
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    self._send(400, {"error": {"message": "request body is not JSON"}}, {})
+                    return
+                request = RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                with server._lock:
+                    server.requests.append(request)
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    try:
+                        reply = server._responder(request)
+                    except Exception as exc:  # a broken script must fail the test, not hang it
+                        reply = _error(400, f"responder raised {type(exc).__name__}: {exc}")
+                    if isinstance(reply, str):
+                        reply = Reply(content=reply)
+                    time.sleep(server.delay + reply.delay)
+                    payload = reply.body if reply.body is not None else chat_completion(reply.content, body.get("model", MODEL))
+                    self._send(reply.status, payload, reply.headers)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+
+            def _send(self, status: int, payload: Union[dict, str], headers: Mapping[str, str]) -> None:
+                data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
+                    pass
+
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
+        self.port = self._httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="vlm-test-server", daemon=True)
+        self._thread.start()
+
+    # -- scripting --------------------------------------------------------------------------------
+    def script(self, responder: Union[Responder, str]) -> "VLMServer":
+        self._responder = always(responder) if isinstance(responder, str) else responder
+        return self
+
+    def queue(self, *replies: Union[Reply, str]) -> "VLMServer":
+        return self.script(sequence(*replies))
+
+    @property
+    def count(self) -> int:
+        return len(self.requests)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.max_in_flight = 0
+
+    def judge(self, **overrides: Any) -> Any:
+        from mmverify.models.judge import OpenAICompatibleJudge
+
+        options: dict[str, Any] = {"backoff_base": 0.001, "backoff_max": 0.01, "timeout": 10.0, "cache": None}
+        options.update(overrides)
+        return OpenAICompatibleJudge(options.pop("model", MODEL), options.pop("base_url", self.url), **options)
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+
+@pytest.fixture
+def vlm_server() -> Iterator[VLMServer]:
+    server = VLMServer()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def vlm_env(vlm_server: VLMServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> VLMServer:
+    for name in ("BASE_URL", "MODEL", "API_KEY_ENV", "CONCURRENCY", "TIMEOUT", "MAX_RETRIES", "CACHE", "BACKOFF"):
+        monkeypatch.delenv(f"MMVERIFY_VLM_{name}", raising=False)
+    for role in ("SPATIAL", "OCR", "OCR_SECOND", "LLM"):
+        for name in ("BASE_URL", "MODEL", "API_KEY_ENV"):
+            monkeypatch.delenv(f"MMVERIFY_VLM_{role}_{name}", raising=False)
+    monkeypatch.delenv("MMVERIFY_OFFLINE", raising=False)
+    monkeypatch.setenv("MMVERIFY_VLM_BASE_URL", vlm_server.url)
+    monkeypatch.setenv("MMVERIFY_VLM_MODEL", MODEL)
+    monkeypatch.setenv("MMVERIFY_VLM_BACKOFF", "0.001")
+    monkeypatch.setenv("MMVERIFY_VLM_TIMEOUT", "10")
+    monkeypatch.setenv("MMVERIFY_CACHE_DIR", str(tmp_path / "cache"))
+    return vlm_server
