@@ -307,6 +307,43 @@ def calibrate_command(
     console.print(f"wrote {out / 'thresholds.json'}, {out / 'metrics.json'}, {out / 'report.html'}")
 
 
+references_app = typer.Typer(no_args_is_help=True, help="Reference sets (ESC-50, OpenMIC-2018, GTZAN) and their indexes.")
+app.add_typer(references_app, name="references")
+
+
+@references_app.command("build")
+def references_build(
+    references: list[str] = typer.Option([], "--references", help="name=/path (repeatable); default: MMVERIFY_REFERENCES."),
+    model: list[str] = typer.Option([], "--model", help="audio_text=backend[@path] to index with (default: clap-hf)."),
+) -> None:
+    """Embed every configured reference set once, before scoring (the first ESC-50 build takes
+    minutes on a CPU; done here it cannot make the first score rows time out)."""
+    from .models.hub import ENV_VAR as MODELS_VAR, get_hub, parse_specs
+    from .references.sets import ENV_VAR, SETS, parse_references, reference_set
+
+    if references:
+        os.environ[ENV_VAR] = ",".join(references)
+    if model:
+        parse_specs(",".join(model))
+        os.environ[MODELS_VAR] = ",".join(model)
+    try:
+        configured = parse_references(os.environ.get(ENV_VAR, ""))
+    except (ValueError, KeyError) as exc:
+        _fail(str(exc))
+    if not configured:
+        _fail(f"no reference sets configured: pass --references name=/path or set {ENV_VAR} (sets: {', '.join(SETS)})")
+    from .core.errors import ScoringError
+
+    try:
+        embedder = get_hub().backend("audio_text")
+        for name in configured:
+            for layout in SETS[name].layouts:
+                index = reference_set(name, layout).index(embedder)
+                console.print(f"{name} ({layout}): {len(index.classes())} classes indexed")
+    except ScoringError as exc:
+        _fail(exc.message)
+
+
 models_app = typer.Typer(no_args_is_help=True, help="Model backends: what is usable here, and fetching weights.")
 app.add_typer(models_app, name="models")
 

@@ -457,3 +457,17 @@ def test_score_cli_references_option(tmp_path, configure, tiny_clap, monkeypatch
     assert row["status"] == "scored" and row["score"] == 1.0, row
     wrong = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "run2"), "--references", f"esc5={root}"])
     assert wrong.exit_code == 2 and "esc50" in wrong.output
+
+
+def test_references_build_command_indexes_every_configured_set(tmp_path, configure, tiny_clap):
+    from typer.testing import CliRunner
+
+    from mmverify.cli import app
+
+    root = esc50_tree(tmp_path / "esc50", {"dog": refs(tone(2.0, 440.0), copies=2, unrelated=1), "rain": [noise(2.0, 3)]})
+    result = CliRunner().invoke(app, ["references", "build", "--references", f"esc50={root}"])
+    assert result.exit_code == 0, result.output
+    assert "esc50 (esc50): 2 classes indexed" in result.output
+    assert list((tmp_path / "cache" / "references").rglob("embeddings.npy"))
+    missing = CliRunner().invoke(app, ["references", "build"], env={"MMVERIFY_REFERENCES": ""})
+    assert missing.exit_code == 2 and "no reference sets configured" in missing.output
