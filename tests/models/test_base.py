@@ -127,3 +127,10 @@ def test_model_specs_and_hub_defaults():
     assert hub.choice("audio_text") == ("clap-hf", None)
     with pytest.raises(UnknownIdError):
         hub.choice("telepathy")
+
+
+def test_caches_live_in_owner_only_folders(tmp_path):
+    import stat
+
+    OutputCache(tmp_path / "fresh" / "cache.sqlite")
+    assert stat.S_IMODE((tmp_path / "fresh").stat().st_mode) == 0o700

@@ -25,3 +25,14 @@ class Settings:
 
     cache_dir: Path = field(default_factory=default_cache_dir)
     offline: bool = field(default_factory=lambda: _env_flag("MMVERIFY_OFFLINE") or _env_flag("HF_HUB_OFFLINE"))
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) with owner-only permissions on the leaf: caches hold
+    transcripts, judge replies and embeddings of user data."""
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.chmod(0o700)
+    except OSError:  # a shared folder the user does not own: leave its permissions alone
+        pass
+    return path

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..core.hashing import digest_of
+from ..core.settings import private_dir
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -39,7 +40,7 @@ def array_digest(array: np.ndarray) -> str:
 class OutputCache:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         self._local = threading.local()
         self.hits = 0
         self.misses = 0

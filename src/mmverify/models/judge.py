@@ -52,7 +52,7 @@ import numpy as np
 from ..core.errors import ErrorCode, ScoringError
 from ..core.hashing import digest_of
 from ..core.registry import UnknownIdError
-from ..core.settings import Settings
+from ..core.settings import Settings, private_dir
 from .base import ModelUnavailable
 from .cache import array_digest
 
@@ -181,7 +181,7 @@ class JudgeCache:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         self._local = threading.local()
         self.hits = 0
         self.misses = 0
