@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ..core.errors import ErrorCode, ScoringError
 
 _SMALL_FILE = 16 * 1024 * 1024
@@ -189,6 +191,20 @@ class Backend(ABC):
 
     def batches(self, items: list[Any]) -> list[list[Any]]:
         return [items[i : i + self.batch_size] for i in range(0, len(items), self.batch_size)]
+
+
+def validate_waveform(audio: np.ndarray, *, allow_empty: bool = False, sample_rate: float | None = None) -> np.ndarray:
+    """A contiguous mono float32 waveform, or ValueError (wrong shape, empty, NaN/inf, bad rate)."""
+    if sample_rate is not None and (int(sample_rate) != sample_rate or sample_rate <= 0):
+        raise ValueError(f"sample_rate must be a positive integer, got {sample_rate!r}")
+    array = np.ascontiguousarray(audio, dtype=np.float32)
+    if array.ndim != 1:
+        raise ValueError(f"expected a mono waveform (1-D array), got shape {array.shape}")
+    if array.size == 0 and not allow_empty:
+        raise ValueError("empty waveform")
+    if not np.isfinite(array).all():
+        raise ValueError("waveform contains NaN or infinite samples")
+    return array
 
 
 def safe_torch_load(path: str | Path, map_location: str = "cpu") -> Any:

@@ -27,21 +27,10 @@ import numpy as np
 
 from ..core.media import resample
 from ..core.settings import default_cache_dir
-from .base import Availability, Backend, ModelUnavailable, is_local, missing_packages
+from .base import Availability, Backend, ModelUnavailable, is_local, missing_packages, validate_waveform
 
 _CHECKPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _MIN_SECONDS = 0.1  # beat_this's STFT cannot pad shorter inputs; no beats fit in them anyway
-
-
-def _as_mono_float32(audio: np.ndarray, sample_rate: int) -> np.ndarray:
-    if int(sample_rate) != sample_rate or sample_rate <= 0:
-        raise ValueError(f"sample_rate must be a positive integer, got {sample_rate!r}")
-    signal = np.asarray(audio, dtype=np.float32)
-    if signal.ndim != 1:
-        raise ValueError(f"expected a mono waveform (1-D array), got shape {signal.shape}")
-    if not np.all(np.isfinite(signal)):
-        raise ValueError("audio contains NaN or infinite samples")
-    return signal
 
 
 def _beat_times(times: Any) -> np.ndarray:
@@ -125,7 +114,7 @@ class BeatThisTracker(Backend):
             raise ModelUnavailable(self.name, f"{path} is not a usable beat_this checkpoint ({exc})") from None
 
     def beats(self, audio: np.ndarray, sample_rate: int) -> np.ndarray:
-        signal = _as_mono_float32(audio, sample_rate)
+        signal = validate_waveform(audio, allow_empty=True, sample_rate=sample_rate)
         if signal.size < _MIN_SECONDS * sample_rate:
             return np.zeros(0, dtype=np.float64)
         self.ensure_loaded()
@@ -189,7 +178,7 @@ class LibrosaBeatTracker(Backend):
         import librosa
 
         self.ensure_loaded()
-        signal = _as_mono_float32(audio, sample_rate)
+        signal = validate_waveform(audio, allow_empty=True, sample_rate=sample_rate)
         signal = resample(signal, int(sample_rate), self.SAMPLE_RATE)
         if signal.size < self.PARAMS["hop_length"] * 2 or not np.any(signal):
             return np.zeros(0, dtype=np.float64)

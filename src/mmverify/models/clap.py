@@ -21,22 +21,11 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from .base import Backend, ModelUnavailable, safe_torch_load
+from .base import Backend, ModelUnavailable, safe_torch_load, validate_waveform
 from .cache import OutputCache, array_digest
 
 CROP_POLICY = "content-seeded-crop/1"
 _DEFAULT_MAX_SECONDS = 10
-
-
-def _validate_clip(clip: np.ndarray) -> np.ndarray:
-    array = np.ascontiguousarray(clip, dtype=np.float32)
-    if array.ndim != 1:
-        raise ValueError(f"expected a mono waveform (1-D array), got shape {array.shape}")
-    if array.size == 0:
-        raise ValueError("empty waveform")
-    if not np.isfinite(array).all():
-        raise ValueError("waveform contains NaN or infinite samples")
-    return array
 
 
 def crop_offset(digest: str, overflow: int) -> int:
@@ -132,7 +121,7 @@ class _ClapBackend(Backend):
     def embed_audio(self, clips: Sequence[np.ndarray]) -> np.ndarray:
         """(N, D) float32 unit rows; clips are mono float32 at ``sample_rate``."""
         self.ensure_loaded()
-        arrays = [_validate_clip(clip) for clip in clips]
+        arrays = [validate_waveform(clip) for clip in clips]
         digests = [array_digest(array) for array in arrays]
         max_samples = self._max_samples()
         cropped = [deterministic_crop(a, max_samples, d) for a, d in zip(arrays, digests)]

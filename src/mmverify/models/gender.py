@@ -12,8 +12,8 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from .base import ModelUnavailable
-from .speaker import ClipBackend, conv_min_samples, describe, is_silent, length_groups, pad_to, validate_clip
+from .base import ModelUnavailable, validate_waveform
+from .speaker import ClipBackend, conv_min_samples, describe, is_silent, length_groups, pad_to
 
 
 def normalise_label(label: str) -> str:
@@ -54,7 +54,7 @@ class Wav2Vec2Gender(ClipBackend):
         return {**super()._cache_params(), "window_s": self.window_seconds}
 
     def _window(self, clip: np.ndarray) -> np.ndarray:
-        return validate_clip(clip)[: int(self.window_seconds * self.sample_rate)]
+        return validate_waveform(clip)[: int(self.window_seconds * self.sample_rate)]
 
     def _compute(self, clips: list[np.ndarray]) -> list[np.ndarray]:
         torch = self._torch

@@ -21,22 +21,11 @@ from typing import Any, Callable, ClassVar, Iterator, Sequence
 
 import numpy as np
 
-from .base import Backend, ModelUnavailable, safe_torch_load
+from .base import Backend, ModelUnavailable, safe_torch_load, validate_waveform
 from .cache import OutputCache, array_digest
 
 SILENCE_PEAK = 1e-4  # -80 dBFS: below this a clip carries no usable voice
 _PREPROCESS = "v1"  # part of every cache key; bump when input handling changes
-
-
-def validate_clip(clip: np.ndarray) -> np.ndarray:
-    array = np.ascontiguousarray(clip, dtype=np.float32)
-    if array.ndim != 1:
-        raise ValueError(f"expected a mono waveform (1-D array), got shape {array.shape}")
-    if array.size == 0:
-        raise ValueError("empty waveform")
-    if not np.isfinite(array).all():
-        raise ValueError("waveform contains NaN or infinite samples")
-    return array
 
 
 def is_silent(clip: np.ndarray) -> bool:
@@ -102,7 +91,7 @@ class ClipBackend(Backend):
         """One float32 vector per clip, from the cache where possible; misses computed together,
         each distinct clip once."""
         self.ensure_loaded()
-        arrays = [validate_clip(clip) for clip in clips]
+        arrays = [validate_waveform(clip) for clip in clips]
         digests = [array_digest(a) for a in arrays]
         keys: list[str] = []
         rows: list[np.ndarray | None] = [None] * len(arrays)

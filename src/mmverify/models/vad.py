@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..core.media import resample
-from .base import Backend, ModelUnavailable, checkpoint_digest, is_local
+from .base import Backend, ModelUnavailable, checkpoint_digest, is_local, validate_waveform
 
 _MODEL_FILE = ("data", "silero_vad.jit")
 
@@ -121,13 +121,7 @@ class SileroVAD(Backend):
 
     def speech_segments(self, audio: np.ndarray, sample_rate: int) -> list[tuple[float, float]]:
         """``(start_s, end_s)`` of each speech segment, in order."""
-        if int(sample_rate) != sample_rate or sample_rate <= 0:
-            raise ValueError(f"sample_rate must be a positive integer, got {sample_rate!r}")
-        signal = np.asarray(audio, dtype=np.float32)
-        if signal.ndim != 1:
-            raise ValueError(f"expected a mono waveform (1-D array), got shape {signal.shape}")
-        if not np.all(np.isfinite(signal)):
-            raise ValueError("audio contains NaN or infinite samples")
+        signal = validate_waveform(audio, allow_empty=True, sample_rate=sample_rate)
         signal = resample(signal, int(sample_rate), self.sample_rate)
         if signal.size == 0 or not np.any(signal):
             return []

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from ..core.settings import default_cache_dir
-from .base import Backend, ModelUnavailable, is_local, safe_torch_load
+from .base import Backend, ModelUnavailable, is_local, safe_torch_load, validate_waveform
 from .cache import OutputCache, array_digest
 
 SAMPLE_RATE = 16_000
@@ -33,15 +33,6 @@ SEARCH_SECONDS = 5.0
 _FRAME = 320  # 20 ms at 16 kHz
 # Part of every cache key: bump when chunking or decoding semantics change.
 DECODE_POLICY = "greedy-t0/quiet-cut-30s/1"
-
-
-def _validate_clip(clip: np.ndarray) -> np.ndarray:
-    array = np.ascontiguousarray(clip, dtype=np.float32)
-    if array.ndim != 1:
-        raise ValueError(f"expected a mono waveform (1-D array), got shape {array.shape}")
-    if not np.isfinite(array).all():
-        raise ValueError("waveform contains NaN or infinite samples")
-    return array
 
 
 def split_long_clip(
@@ -113,7 +104,7 @@ class _WhisperBase(Backend):
     def transcribe(self, clips: Sequence[np.ndarray], language: str | None = None) -> list[str]:
         """One transcript per clip; ``language`` (``"english"``, ``"en"``, ``"zh"`` ...) is forced
         when given, otherwise the backend's default (``None`` lets Whisper detect it)."""
-        arrays = [_validate_clip(clip) for clip in clips]
+        arrays = [validate_waveform(clip, allow_empty=True) for clip in clips]
         if not arrays:
             return []
         code = _language_code(language or self.default_language, *self._language_tables())
