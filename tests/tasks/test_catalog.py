@@ -55,6 +55,21 @@ IMPLEMENTED = {
         "i_object_commonsense", "i_relation_two", "i_relation_all", "i_spacial_relative", "i_spacial_absolute",
         "i_ocr", "i_ocr_two", "i_ocr_multi_lingual",
     }),
+    *(EDITING_NEEDS := {  # editing and object-consistency tasks: a VLM judge, or DreamSim for the reference edits
+        **dict.fromkeys((
+            "i_edit_object_add", "i_edit_object_remove", "i_edit_object_modify", "i_edit_object_attribute",
+            "i_edit_text_add", "i_edit_text_alter", "i_consistency_semantic", "i_consistency_compose",
+            "i_consistency_decompose",
+        ), ("vlm",)),
+        "i_edit_add": ("dreamsim",), "i_edit_color": ("dreamsim",),
+    }),
+    *(COHERENCE_NEEDS := {  # self-coherence and reasoning tasks: a VLM judge, plus an LLM (math) or DreamSim (code)
+        **dict.fromkeys((
+            "it_coherence_count", "it_coherence_color", "it_coherence_size", "it_coherence_spacial_relative",
+            "it_coherence_spacial_absolute", "it_coherence_ocr",
+        ), ("vlm",)),
+        "it_coherence_math": ("llm", "vlm"), "it_coherence_code": ("dreamsim", "vlm"),
+    }),
 }
 
 
@@ -152,6 +167,8 @@ def test_implementations_import_to_a_task_class_with_that_id(task_id: str):
     needs = ("beat_tracker",) if task_id == "a_music_tempo" else ("clap",) if task_id in clap else ()
     needs = ("vlm",) if task_id in IMAGE_JUDGED else needs  # the judged image tasks need only a VLM judge
     needs = SPEECH_NEEDS.get(task_id, needs)  # speech tasks: Whisper plus a gender or speaker model
+    needs = EDITING_NEEDS.get(task_id, needs)
+    needs = COHERENCE_NEEDS.get(task_id, needs)
     assert task_info(task_id).needs == needs
 
 
