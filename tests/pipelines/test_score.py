@@ -134,3 +134,17 @@ def test_tasks_without_an_implementation_are_not_implemented_errors(tmp_path, mo
     monkeypatch.setitem(catalog.CATALOG, "i_ocr", dataclasses.replace(catalog.CATALOG["i_ocr"], impl=None))
     [row] = score_items([{"task": "i_ocr", "instance": {"text": "x"}, "parts": []}], base_dir=tmp_path)
     assert row["status"] == "error" and row["error"]["code"] == "not_implemented" and row["score"] is None
+
+
+def test_model_configuration_is_part_of_the_key_of_model_based_tasks(tmp_path, monkeypatch):
+    from mmverify.pipelines.plan import Planner
+
+    audio = json.dumps({"task": "a_music_tempo", "instance": {"tempo": 120}, "parts": [{"type": "text", "text": "t"}]})
+    program = json.dumps({"task": "i_structure", "instance": {"order": ["t"]}, "parts": [{"type": "text", "text": "t"}]})
+    keys = {}
+    for spec in ("beat_tracker=librosa-beats", "beat_tracker=beat-this@/models/final0.ckpt"):
+        monkeypatch.setenv("MMVERIFY_MODELS", spec)
+        planner = Planner(manifest_dir=tmp_path)
+        keys[spec] = (planner.plan(1, audio).key, planner.plan(2, program).key)
+    (tempo_a, order_a), (tempo_b, order_b) = keys.values()
+    assert tempo_a != tempo_b and order_a == order_b

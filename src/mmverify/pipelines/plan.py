@@ -6,6 +6,7 @@ path outside the data root) is decided here, in manifest order, so the worker on
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -24,6 +25,12 @@ from .thresholds import Threshold
 
 KEY_SCHEME = "mmverify-key/1"
 _INSTANCE_MEDIA_FIELDS = {"image_list": "image", "ref_image_list": "image", "audio_list": "audio"}
+
+
+def model_configuration() -> dict[str, str]:
+    """Which backends and reference sets are configured: part of the key of model-based tasks,
+    so pointing a capability at another checkpoint rescores instead of reusing old rows."""
+    return {name: os.environ.get(name, "") for name in ("MMVERIFY_MODELS", "MMVERIFY_REFERENCES")}
 
 
 @dataclass(frozen=True)
@@ -151,6 +158,8 @@ class Planner:
         task = self._task(info.id)
         threshold = self.thresholds.get(info.id)
         base = [KEY_SCHEME, task.verifier_id, dict(task.params()), threshold.as_dict() if threshold else None]
+        if set(info.needs) - {"vlm", "llm"}:  # judges are keyed by the tasks themselves
+            base.append(model_configuration())
         try:
             instance = self._instance(generation, info.source_files[0])
             parts, fingerprint = self._resolve_parts(generation)
