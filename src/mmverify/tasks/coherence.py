@@ -39,7 +39,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from ..core.errors import GenerationFault
 from ..core.types import Check, Instance
-from ..models.judge import judge_identities
+from ..models.judge_config import judge_identities
 from ..verifiers.vlm.coherence_templates import COHERENCE_TEMPLATE_VERSION
 from ..verifiers.vlm.ocr import ocr_accuracy
 from ..verifiers.vlm.record import Verdict

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..core.errors import ErrorCode, ScoringError
 from ..core.types import Check, Instance
-from ..models.judge import judge_identities
+from ..models.judge_config import judge_identities
 from ..verifiers.vlm.record import JudgeRecord, Verdict
 from ..verifiers.vlm.templates import TEMPLATE_VERSION, count_letter, quadrant_letter, question, relative_key
 from .base import Task, require_field

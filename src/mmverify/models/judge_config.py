@@ -1,0 +1,189 @@
+"""Which judge answers each role: configuration from the environment and the CLI, and building
+judges from it.  Kept apart from the HTTP client so planning can read the configuration (the judge
+identity is part of every judged row's key) without importing the client."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, MutableMapping, Sequence
+
+from ..core.registry import UnknownIdError
+from ..core.settings import Settings
+
+if TYPE_CHECKING:
+    from .judge import JudgeCache
+
+ROLES: tuple[str, ...] = ("default", "spatial", "ocr", "ocr_second", "llm")
+ENV_PREFIX = "MMVERIFY_VLM_"
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+LOCAL_PREFIX = "transformers:"
+NOT_CONFIGURED = (
+    "no judge configured: pass --vlm-base-url and --vlm-model to `mmverify score` "
+    "(or set MMVERIFY_VLM_BASE_URL and MMVERIFY_VLM_MODEL); "
+    "e.g. --vlm-base-url http://127.0.0.1:8000/v1 --vlm-model Qwen/Qwen2.5-VL-7B-Instruct for a local vLLM server"
+)
+
+
+def _offline_from_env() -> bool:
+    # only --offline / MMVERIFY_OFFLINE: HF_HUB_OFFLINE guards hub downloads, while a judge endpoint
+    # is something the user named explicitly
+    return os.environ.get("MMVERIFY_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_number(environ: Mapping[str, str], name: str, default: float, cast: Callable[[str], Any]) -> Any:
+    raw = environ.get(ENV_PREFIX + name, "").strip()
+    if not raw:
+        return default
+    try:
+        return cast(raw)
+    except ValueError:
+        raise ValueError(f"{ENV_PREFIX}{name}={raw!r} is not a valid number") from None
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """A resolved judge; equal configs share one judge instance (connection pool, bound)."""
+
+    model: str
+    base_url: str | None = None
+    api_key_env: str = DEFAULT_API_KEY_ENV
+    concurrency: int = 8
+    timeout: float = 120.0
+    max_retries: int = 4
+    backoff: float = 1.0
+    cache: str | None = None
+    offline: bool = False
+
+    @property
+    def is_local(self) -> bool:
+        return self.model.startswith(LOCAL_PREFIX)
+
+
+def check_role(role: str) -> str:
+    if role not in ROLES:
+        raise UnknownIdError("judge role", role, list(ROLES))
+    return role
+
+
+def config_from_env(role: str = "default", environ: Mapping[str, str] | None = None) -> JudgeConfig | None:
+    """The judge for ``role`` (falling back to ``default`` field by field), or None if unconfigured."""
+    env = os.environ if environ is None else environ
+    role = check_role(role)
+
+    def pick(suffix: str) -> str | None:
+        if role != "default":
+            value = env.get(f"{ENV_PREFIX}{role.upper()}_{suffix}", "").strip()
+            if value:
+                return value
+        return env.get(ENV_PREFIX + suffix, "").strip() or None
+
+    model, base_url = pick("MODEL"), pick("BASE_URL")
+    if not model or not (base_url or model.startswith(LOCAL_PREFIX)):
+        return None
+    cache_setting = env.get(ENV_PREFIX + "CACHE", "").strip()
+    if cache_setting.lower() in {"off", "none", "0", "false"}:
+        cache = None
+    else:
+        cache = str(Path(cache_setting).expanduser()) if cache_setting else str(Settings().cache_dir / "judge.sqlite")
+    return JudgeConfig(
+        model=model,
+        base_url=None if model.startswith(LOCAL_PREFIX) else base_url,
+        api_key_env=pick("API_KEY_ENV") or DEFAULT_API_KEY_ENV,
+        concurrency=_env_number(env, "CONCURRENCY", 8, int),
+        timeout=_env_number(env, "TIMEOUT", 120.0, float),
+        max_retries=_env_number(env, "MAX_RETRIES", 4, int),
+        backoff=_env_number(env, "BACKOFF", 1.0, float),
+        cache=cache,
+        offline=_offline_from_env(),
+    )
+
+
+_CACHES: dict[str, JudgeCache] = {}
+_CACHES_LOCK = threading.Lock()
+
+
+def build_judge(config: JudgeConfig) -> Any:
+    """A judge instance for ``config`` (no network and no weights touched yet)."""
+    cache = None
+    if config.cache is not None:
+        from .judge import JudgeCache
+
+        with _CACHES_LOCK:  # judges sharing a file share one cache object (and its connections)
+            if config.cache not in _CACHES:
+                _CACHES[config.cache] = JudgeCache(config.cache)
+            cache = _CACHES[config.cache]
+    if config.is_local:
+        from .judge_local import TransformersVLMJudge
+
+        return TransformersVLMJudge(config.model[len(LOCAL_PREFIX) :], cache=cache)
+    assert config.base_url is not None
+    from .judge import OpenAICompatibleJudge
+
+    return OpenAICompatibleJudge(
+        config.model,
+        config.base_url,
+        api_key_env=config.api_key_env,
+        concurrency=config.concurrency,
+        timeout=config.timeout,
+        max_retries=config.max_retries,
+        backoff_base=config.backoff,
+        cache=cache,
+        offline=config.offline,
+    )
+
+
+def parse_role_spec(spec: str) -> tuple[str, str, str | None]:
+    """``"ocr_second=Qwen/Qwen2.5-VL-72B-Instruct@http://host:8001/v1"`` -> (role, model, url)."""
+    role, sep, rest = spec.partition("=")
+    role, rest = role.strip(), rest.strip()
+    if not sep or not role or not rest:
+        raise ValueError(f"--vlm-role must look like ROLE=MODEL[@URL], got {spec!r}")
+    check_role(role)
+    model, _, url = rest.partition("@")
+    if not model.strip():
+        raise ValueError(f"--vlm-role {spec!r} names no model")
+    return role, model.strip(), url.strip() or None
+
+
+def apply_cli_options(
+    *,
+    base_url: str | None = None,
+    model: str | None = None,
+    roles: Sequence[str] = (),
+    concurrency: int | None = None,
+    api_key_env: str | None = None,
+    environ: MutableMapping[str, str] | None = None,
+) -> None:
+    """Validate ``score``'s judge options and store them in the environment (workers inherit it)."""
+    env = os.environ if environ is None else environ
+    if concurrency is not None and concurrency < 1:
+        raise ValueError("--vlm-concurrency must be >= 1")
+    parsed = [parse_role_spec(spec) for spec in roles]  # validate everything before changing anything
+    if base_url:
+        env[ENV_PREFIX + "BASE_URL"] = base_url
+    if model:
+        env[ENV_PREFIX + "MODEL"] = model
+    if api_key_env:
+        env[ENV_PREFIX + "API_KEY_ENV"] = api_key_env
+    if concurrency is not None:
+        env[ENV_PREFIX + "CONCURRENCY"] = str(concurrency)
+    for role, role_model, url in parsed:
+        prefix = ENV_PREFIX if role == "default" else f"{ENV_PREFIX}{role.upper()}_"
+        env[prefix + "MODEL"] = role_model
+        if url:
+            env[prefix + "BASE_URL"] = url
+
+
+def judge_identities(roles: Sequence[str], environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """``{role: "model@endpoint"}`` as configured (None where unconfigured), without building a client.
+
+    Tasks put this in their result key, so changing the judge rescores instead of reusing rows.
+    """
+    identities: dict[str, str | None] = {}
+    for role in roles:
+        config = config_from_env(role, environ)
+        identities[role] = None if config is None else f"{config.model}@{config.base_url or 'local'}"
+    return identities
