@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.models.speech_fixtures import save_audio_model
+
 from mmverify.models.base import ModelUnavailable
 from mmverify.models.cache import OutputCache
 from mmverify.models.catalog import BACKEND_REGISTRY
@@ -23,7 +25,7 @@ def build_tiny_gender(folder: Path, norm: str = "layer", labels: tuple[str, str]
 
     install_torchvision_op_stubs()
     import torch
-    from transformers import Wav2Vec2Config, Wav2Vec2FeatureExtractor, Wav2Vec2ForSequenceClassification
+    from transformers import Wav2Vec2Config, Wav2Vec2ForSequenceClassification
 
     config = Wav2Vec2Config(
         hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
@@ -33,13 +35,7 @@ def build_tiny_gender(folder: Path, norm: str = "layer", labels: tuple[str, str]
         num_labels=2, id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)},
     )
     torch.manual_seed(seed)
-    model = Wav2Vec2ForSequenceClassification(config).eval()
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    Wav2Vec2FeatureExtractor(
-        feature_size=1, sampling_rate=SR, padding_value=0.0, do_normalize=True, return_attention_mask=True
-    ).save_pretrained(folder)
-    return folder
+    return save_audio_model(Wav2Vec2ForSequenceClassification(config).eval(), folder, SR)
 
 
 @pytest.fixture(scope="module")

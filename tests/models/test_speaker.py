@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.models.speech_fixtures import save_audio_model
+
 from mmverify.models.base import ModelUnavailable
 from mmverify.models.cache import OutputCache
 from mmverify.models.catalog import BACKEND_REGISTRY
@@ -29,7 +31,7 @@ def build_tiny_wavlm(folder: Path, norm: str = "layer", seed: int = 0) -> Path:
 
     install_torchvision_op_stubs()
     import torch
-    from transformers import Wav2Vec2FeatureExtractor, WavLMConfig, WavLMForXVector
+    from transformers import WavLMConfig, WavLMForXVector
 
     config = WavLMConfig(
         hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
@@ -39,13 +41,7 @@ def build_tiny_wavlm(folder: Path, norm: str = "layer", seed: int = 0) -> Path:
         feat_extract_norm=norm, do_stable_layer_norm=norm == "layer", num_labels=4,
     )
     torch.manual_seed(seed)
-    model = WavLMForXVector(config).eval()
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    Wav2Vec2FeatureExtractor(
-        feature_size=1, sampling_rate=SR, padding_value=0.0, do_normalize=True, return_attention_mask=True
-    ).save_pretrained(folder)
-    return folder
+    return save_audio_model(WavLMForXVector(config).eval(), folder, SR)
 
 
 @pytest.fixture(scope="module")
