@@ -29,6 +29,7 @@ def score_items(
     thresholds: Mapping[str, Threshold] | None = None,
     data_root: str | Path | None = None,
     timeout: float | None = None,
+    profile: str = "mmmg",
 ) -> list[dict[str, Any]]:
     """Score items in this process; relative media paths resolve against ``base_dir``."""
     if instructions is not None and not isinstance(instructions, InstructionSet):
@@ -38,6 +39,7 @@ def score_items(
         instructions=instructions,
         data_root=Path(data_root) if data_root else None,
         thresholds=dict(thresholds or {}),
+        profile=profile,
     )
     planned = [planner.plan(number, json.dumps(item)) for number, item in enumerate(items, start=1)]
     return list(LocalExecutor(timeout).run(entry for entry in planned if entry is not None))

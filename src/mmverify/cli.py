@@ -19,11 +19,13 @@ app = typer.Typer(
 )
 console = Console(stderr=True)
 stdout = Console()
+EXIT_USAGE = 2  # unusable arguments or an unusable output folder
+EXIT_ERROR_ROWS = 3  # score --fail-on-errors: the run completed with error rows
 
 
 def _fail(message: str) -> None:
     console.print(f"[red]error:[/red] {message}")
-    raise typer.Exit(2)
+    raise typer.Exit(EXIT_USAGE)
 
 
 @app.command("tasks")
@@ -85,6 +87,17 @@ def score_command(
     thresholds: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="Thresholds JSON from `calibrate`."),
     data_root: Optional[Path] = typer.Option(None, help="Refuse media paths that resolve outside this folder."),
     retry_errors: bool = typer.Option(False, help="Rescore rows that ended as errors in an earlier run."),
+    append: bool = typer.Option(False, help="OUT holds another manifest's results: keep them and add this manifest's."),
+    overwrite: bool = typer.Option(False, help="Discard whatever OUT holds before scoring."),
+    fail_on_errors: bool = typer.Option(
+        False, help=f"Exit with code {EXIT_ERROR_ROWS} when any current row is an error (for CI pipelines)."
+    ),
+    profile: str = typer.Option(
+        "mmmg", help="Scoring rules: mmmg (the published evaluator's, default) or strict (this project's corrections)."
+    ),
+    aggregate: str = typer.Option(
+        "apart", help="Error rows in the means: apart (reported beside them) or as_zero (counted 0, as the official scripts)."
+    ),
     offline: bool = typer.Option(False, help="Never touch the network (sets HF_HUB_OFFLINE)."),
     model: list[str] = typer.Option(
         [], "--model", help="Backend for a capability: capability=backend[@hub-id-or-path] (repeatable)."
@@ -156,6 +169,13 @@ def score_command(
         _fail(f"--data-root {data_root} is not a folder")
     if executor not in ("local", "ray"):
         _fail("--executor must be 'local' or 'ray'")
+    from .pipelines.summary import AGGREGATIONS
+    from .tasks.base import PROFILES
+
+    if profile not in PROFILES:
+        _fail(f"--profile must be one of {', '.join(PROFILES)}")
+    if aggregate not in AGGREGATIONS:
+        _fail(f"--aggregate must be one of {', '.join(AGGREGATIONS)}")
     try:
         threshold_map = load_thresholds(thresholds) if thresholds else {}
     except (ValueError, OSError) as exc:
@@ -173,11 +193,18 @@ def score_command(
         executor=executor,
         ray_address=ray_address,
         gpus_per_worker=gpus_per_worker,
+        profile=profile,
+        aggregate=aggregate,
+        append=append,
+        overwrite=overwrite,
     )
-    _run_score(config, quiet)
+    outcome = _run_score(config, quiet)
+    if fail_on_errors and outcome.errors:
+        console.print(f"[red]{outcome.errors} row(s) ended as errors[/red] (--fail-on-errors)")
+        raise typer.Exit(EXIT_ERROR_ROWS)
 
 
-def _run_score(config: Any, quiet: bool) -> None:
+def _run_score(config: Any, quiet: bool) -> Any:
     """Run a configured score job with a progress bar and print the summary table."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -204,6 +231,7 @@ def _run_score(config: Any, quiet: bool) -> None:
             f"{outcome.written} rows written to {outcome.results_path} "
             f"({stats.skipped_done} already done, {stats.skipped_filtered} filtered); summary: {outcome.summary_path}"
         )
+    return outcome
 
 
 @app.command("import-mmmg")
@@ -454,6 +482,7 @@ def serve_command(
     offline: bool = typer.Option(False, help="Never touch the network (sets HF_HUB_OFFLINE)."),
     model: list[str] = typer.Option([], "--model", help="Backend for a capability: capability=backend[@hub-id-or-path] (repeatable)."),
     device: Optional[str] = typer.Option(None, help="Model device (cpu, cuda, cuda:1, mps); default: best available."),
+    profile: str = typer.Option("mmmg", help="Scoring rules: mmmg (published evaluator) or strict (this project's corrections)."),
 ) -> None:
     """Serve rewards over HTTP: POST /score, POST /get_reward (OpenRLHF), GET /healthz, GET /tasks."""
     try:
@@ -475,7 +504,7 @@ def serve_command(
             thresholds=thresholds, tasks=[t.strip() for t in tasks.split(",") if t.strip()] if tasks else None,
             item_timeout=timeout or None, request_timeout=request_timeout, max_body_bytes=int(max_body_mb * 1024 * 1024),
             max_items=max_items, batch_wait_ms=batch_wait_ms, max_batch_items=max_batch, on_error=on_error,
-            reward_options={"models": model or None, "device": device, "offline": offline or None},
+            reward_options={"models": model or None, "device": device, "offline": offline or None, "profile": profile},
         )  # fmt: skip
         run(config)
     except ImportError as exc:

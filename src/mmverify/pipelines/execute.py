@@ -27,7 +27,7 @@ from .plan import WorkItem
 from .results import make_row
 
 Planned = Union[WorkItem, dict]
-_TASKS: dict[str, Any] = {}
+_TASKS: dict[tuple[str, str], Any] = {}  # (task id, profile) -> built task
 
 
 class ItemTimeout(Exception):
@@ -63,9 +63,10 @@ def score_item(item: WorkItem) -> dict[str, Any]:
     """Score one item; every outcome is a row (never raises, except for timeouts and interrupts)."""
     task = None
     try:
-        if item.task not in _TASKS:
-            _TASKS[item.task] = TASK_REGISTRY.get(item.task)()
-        task = _TASKS[item.task]
+        built = (item.task, item.profile)
+        if built not in _TASKS:
+            _TASKS[built] = TASK_REGISTRY.get(item.task).build(item.profile)
+        task = _TASKS[built]
         check = task.score(item.instance, Response(item.parts, item.limits))
         return _row(item, check=check, passed=_passed(item, task, check))
     except GenerationFault as fault:

@@ -18,6 +18,7 @@ from ..core.registry import UnknownIdError
 from ..core.types import Generation, Instance
 from ..data.instructions import InstructionSet
 from ..data.manifest import ManifestError, PathPolicyError, parse_line, resolve_media_path
+from ..tasks.base import DEFAULT_PROFILE, check_profile
 from ..tasks.catalog import TASK_REGISTRY, task_info
 from ..tasks.response import ResolvedPart
 from .results import make_row
@@ -27,10 +28,18 @@ KEY_SCHEME = "mmverify-key/1"
 _INSTANCE_MEDIA_FIELDS = {"image_list": "image", "ref_image_list": "image", "audio_list": "audio"}
 
 
-def model_configuration() -> dict[str, str]:
-    """Which backends and reference sets are configured: part of the key of model-based tasks,
-    so pointing a capability at another checkpoint rescores instead of reusing old rows."""
-    return {name: os.environ.get(name, "") for name in ("MMVERIFY_MODELS", "MMVERIFY_REFERENCES")}
+_MODEL_SETTINGS = ("MMVERIFY_MODELS", "MMVERIFY_REFERENCES", "MMVERIFY_DEVICE")
+
+
+def model_configuration(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every setting that chooses what a model computes: the backends per capability, reference
+    sets, device, and each backend's checkpoint (``MMVERIFY_<BACKEND>_SOURCE``).  Part of the key of
+    model-based tasks, so pointing a capability at another checkpoint rescores instead of reusing
+    old rows."""
+    env = os.environ if environ is None else environ
+    chosen = {name: env.get(name, "") for name in _MODEL_SETTINGS}
+    chosen.update({name: value for name, value in env.items() if name.startswith("MMVERIFY_") and name.endswith("_SOURCE")})
+    return dict(sorted(chosen.items()))
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,7 @@ class WorkItem:
     verifier: str
     threshold: Threshold | None = None
     limits: MediaLimits = DEFAULT_LIMITS
+    profile: str = DEFAULT_PROFILE
 
 
 @dataclass
@@ -66,8 +76,10 @@ class Planner:
     tasks: frozenset[str] | None = None  # only these task ids (None: all)
     thresholds: Mapping[str, Threshold] = field(default_factory=dict)
     limits: MediaLimits = DEFAULT_LIMITS
+    profile: str = DEFAULT_PROFILE
 
     def __post_init__(self) -> None:
+        check_profile(self.profile)
         self._digests = FileDigests()
         self._task_objects: dict[str, Any] = {}
         self.stats = PlanStats()
@@ -75,7 +87,7 @@ class Planner:
     # -- helpers ---------------------------------------------------------------------------------
     def _task(self, task_id: str) -> Any:
         if task_id not in self._task_objects:
-            self._task_objects[task_id] = TASK_REGISTRY.get(task_id)()
+            self._task_objects[task_id] = TASK_REGISTRY.get(task_id).build(self.profile)
         return self._task_objects[task_id]
 
     def _instance(self, generation: Generation, source: str) -> Instance:
@@ -188,6 +200,7 @@ class Planner:
             verifier=task.verifier_id,
             threshold=threshold,
             limits=self.limits,
+            profile=self.profile,
         )
 
     def _row(self, generation: Generation, key: str, verifier: str | None, code: str, message: str) -> dict[str, Any]:

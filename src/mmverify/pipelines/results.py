@@ -98,8 +98,10 @@ class ResultsFile:
                 continue
             try:
                 row = json.loads(raw)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, UnicodeDecodeError):
                 raise ValueError(f"{self.path}:{number}: corrupt results line; move the file away to rescore") from None
+            if not isinstance(row, dict) or not isinstance(row.get("key"), str):
+                raise ValueError(f"{self.path}:{number}: not a results row (no key); move the file away to rescore")
             rows.append(row)
         return rows
 

@@ -262,6 +262,7 @@ class Reward:
     outside it; ``allow_paths=False`` refuses every path (inline media only).  ``timeout``: per-item
     seconds.  ``on_error``: "none" (default), "nan", "zero" or "raise".  ``models``, ``device``,
     ``offline``, ``cache_dir``, ``env``: model and judge configuration (see :func:`configure_models`).
+    ``profile``: "mmmg" (the published evaluator's rules) or "strict" (this project's corrections).
     """
 
     task: str | Sequence[str] | None = None
@@ -278,6 +279,7 @@ class Reward:
     cache_dir: str | Path | None = None
     env: Mapping[str, str] | None = None
     limits: MediaLimits = DEFAULT_LIMITS
+    profile: str = "mmmg"
     tasks: frozenset[str] | None = field(init=False)  # the tasks this reward scores (None: any)
     fixed_task: str | None = field(init=False)  # the task of items that name none
     _planner: Planner = field(init=False, repr=False)
@@ -314,6 +316,7 @@ class Reward:
             data_root=Path(self.data_root) if self.data_root is not None else None,
             thresholds=threshold_map,
             limits=self.limits,
+            profile=self.profile,
         )
 
     # -- building items -----------------------------------------------------------------------------

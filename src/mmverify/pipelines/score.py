@@ -14,8 +14,10 @@ from ..data.instructions import InstructionSet
 from ..data.manifest import iter_manifest_lines
 from .execute import LocalExecutor, Planned
 from .plan import Planner, PlanStats
-from .results import ResultsFile, latest_rows
-from .summary import summarize, write_summary
+from .outdir import LATEST_FILE, OutputLock, check_output_folder, claim_for_manifest, current_rows, manifest_fingerprint
+from .results import ResultsFile
+from ..tasks.base import DEFAULT_PROFILE, check_profile
+from .summary import AGGREGATIONS, summarize, write_summary
 from .thresholds import Threshold
 
 SYNC_INTERVAL_S = 1.0
@@ -37,8 +39,15 @@ class ScoreConfig:
     executor: str = "local"  # "local" (in-process for 1 worker, processes for more) or "ray"
     ray_address: str | None = None
     gpus_per_worker: float = 0.0
+    profile: str = DEFAULT_PROFILE
+    append: bool = False  # add this manifest's rows to a folder holding another manifest's
+    overwrite: bool = False  # discard whatever the folder holds first
+    aggregate: str = "apart"  # "apart": error rows reported beside the means; "as_zero": counted as 0 (official scripts)
 
     def __post_init__(self) -> None:
+        check_profile(self.profile)
+        if self.aggregate not in AGGREGATIONS:
+            raise ValueError(f"aggregate must be one of {', '.join(AGGREGATIONS)}")
         if self.workers < 1:
             raise ValueError("workers must be >= 1")
         if self.executor not in ("local", "ray"):
@@ -58,6 +67,9 @@ class ScoreConfig:
             "timeout_s": self.timeout,
             "data_root": str(self.data_root) if self.data_root else None,
             "thresholds": {task: t.as_dict() for task, t in sorted(self.thresholds.items())},
+            "profile": self.profile,
+            "aggregate": self.aggregate,
+            "append": self.append,
         }
 
 
@@ -68,6 +80,8 @@ class ScoreOutcome:
     results_path: Path
     summary_path: Path
     summary: dict[str, Any]
+    latest_path: Path
+    errors: int  # error rows among the current rows (one per manifest line)
 
 
 def count_lines(path: Path) -> int:
@@ -75,7 +89,17 @@ def count_lines(path: Path) -> int:
 
 
 def run_score(config: ScoreConfig, progress: Any = None) -> ScoreOutcome:
-    """Score a manifest into ``config.out``; resumes from rows already there."""
+    """Score a manifest into ``config.out``; resumes from rows already there.  The folder is locked
+    for the run; another manifest's folder is refused unless ``append`` or ``overwrite``."""
+    check_output_folder(config.out)
+    with OutputLock(config.out):
+        if config.manifest.is_file():  # a stream cannot be read twice; it is scored as an append
+            fingerprint = manifest_fingerprint(config.manifest)
+            claim_for_manifest(config.out, fingerprint, append=config.append, overwrite=config.overwrite)
+        return _run_locked(config, progress)
+
+
+def _run_locked(config: ScoreConfig, progress: Any) -> ScoreOutcome:
     started = datetime.now(timezone.utc)
     results = ResultsFile(config.out / "results.jsonl")
     existing = results.load()
@@ -87,7 +111,10 @@ def run_score(config: ScoreConfig, progress: Any = None) -> ScoreOutcome:
         tasks=config.tasks,
         thresholds=config.thresholds,
         limits=config.limits,
+        profile=config.profile,
     )
+
+    line_keys: list[tuple[int, str]] = []  # (manifest line, key) of every line this run scores
 
     def planned() -> Iterator[Planned]:
         for line, text in iter_manifest_lines(config.manifest):
@@ -95,6 +122,7 @@ def run_score(config: ScoreConfig, progress: Any = None) -> ScoreOutcome:
             if entry is None:
                 continue
             key = entry["key"] if isinstance(entry, dict) else entry.key
+            line_keys.append((line, key))
             if key in done:
                 planner.stats.skipped_done += 1
                 if progress is not None:
@@ -121,17 +149,22 @@ def run_score(config: ScoreConfig, progress: Any = None) -> ScoreOutcome:
     if config.retry_errors:
         rows = _drop_superseded_errors(rows)
         results.rewrite(rows)
+    current = current_rows(rows, line_keys)
+    latest = ResultsFile(config.out / LATEST_FILE)
+    latest.rewrite(current)
     summary = summarize(
-        latest_rows(rows),
+        current,
         config=config.describe(),
         started=started,
         finished=datetime.now(timezone.utc),
         seed=config.bootstrap_seed,
+        aggregate_errors=config.aggregate,
     )
-    summary["run"] = {"package_version": __version__, "written": written, **planner.stats.__dict__}
+    summary["run"] = {"package_version": __version__, "written": written, "current_rows": len(current), **planner.stats.__dict__}
     summary_path = config.out / "summary.json"
     write_summary(summary, summary_path)
-    return ScoreOutcome(written, planner.stats, results.path, summary_path, summary)
+    errors = sum(row.get("status") != "scored" for row in current)
+    return ScoreOutcome(written, planner.stats, results.path, summary_path, summary, latest.path, errors)
 
 
 def make_executor(config: ScoreConfig) -> Any:

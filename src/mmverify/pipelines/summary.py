@@ -21,6 +21,10 @@ from ..tasks.catalog import CATALOG
 
 SUMMARY_SCHEMA_VERSION = 1
 BOOTSTRAP_RESAMPLES = 2000
+# How error rows enter the means: "apart" leaves them out and counts them (the default: a scorer's
+# problem is not the generator's failure); "as_zero" scores them 0, as the published MMMG scripts
+# do, for side-by-side comparison with the paper's numbers.
+AGGREGATIONS: tuple[str, ...] = ("apart", "as_zero")
 
 
 def cluster_bootstrap_ci(
@@ -62,24 +66,32 @@ def _source(instance_id: str) -> str:
     return instance_id.rpartition("/")[0] or instance_id
 
 
-def task_summary(task: str, rows: Sequence[Mapping[str, Any]], seed: int) -> dict[str, Any]:
+def _counted(rows: Sequence[Mapping[str, Any]], how: str) -> list[tuple[str, float]]:
+    """(instance id, score) of the rows that enter the mean under aggregation ``how``."""
+    if how == "as_zero":
+        return [(str(r["instance_id"]), float(r["score"]) if r.get("status") == "scored" else 0.0) for r in rows]
+    return [(str(r["instance_id"]), float(r["score"])) for r in rows if r.get("status") == "scored"]
+
+
+def task_summary(task: str, rows: Sequence[Mapping[str, Any]], seed: int, how: str = "apart") -> dict[str, Any]:
     info = CATALOG.get(task)
     scored = [r for r in rows if r.get("status") == "scored"]
+    counted = _counted(rows, how)
     clusters: dict[str, list[float]] = defaultdict(list)
-    for row in scored:
-        clusters[str(row["instance_id"])].append(float(row["score"]))
+    for instance_id, value in counted:
+        clusters[instance_id].append(value)
     by_source = info is not None and info.aggregate == "mean_of_sources"
     strata = {name: _source(name) for name in clusters} if by_source else None
     mean = None
-    if scored:
+    if counted:
         if strata:
             per_source: dict[str, list[float]] = defaultdict(list)
             for name, values in clusters.items():
                 per_source[strata[name]].extend(values)
             mean = float(np.mean([np.mean(v) for _, v in sorted(per_source.items())]))
         else:
-            mean = float(np.mean([float(r["score"]) for r in scored]))
-    ci = cluster_bootstrap_ci(clusters, strata=strata, rng=_task_rng(seed, task)) if scored else None
+            mean = float(np.mean([value for _, value in counted]))
+    ci = cluster_bootstrap_ci(clusters, strata=strata, rng=_task_rng(seed, task)) if counted else None
     passed = [r["passed"] for r in scored if r.get("passed") is not None]
     return {
         "name": info.name if info else None,
@@ -102,11 +114,13 @@ def _macro(values: Iterable[float | None]) -> float | None:
     return float(np.mean(present)) if present else None
 
 
-def aggregate(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> dict[str, Any]:
+def aggregate(rows: Sequence[Mapping[str, Any]], seed: int = 0, how: str = "apart") -> dict[str, Any]:
+    if how not in AGGREGATIONS:
+        raise ValueError(f"aggregate must be one of {', '.join(AGGREGATIONS)}, got {how!r}")
     by_task: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for row in rows:
         by_task[str(row.get("task"))].append(row)
-    tasks = {task: task_summary(task, by_task[task], seed) for task in sorted(by_task)}
+    tasks = {task: task_summary(task, by_task[task], seed, how) for task in sorted(by_task)}
     groups = {}
     for group in MODALITY_GROUPS:
         members = [t for t in tasks.values() if t["group"] == group]
@@ -137,13 +151,17 @@ def summarize(
     started: datetime | None = None,
     finished: datetime | None = None,
     seed: int = 0,
+    aggregate_errors: str = "apart",
 ) -> dict[str, Any]:
     """The whole summary document; ``by_model`` appears when rows come from several models."""
-    summary: dict[str, Any] = {"schema": SUMMARY_SCHEMA_VERSION, **aggregate(rows, seed)}
+    summary: dict[str, Any] = {"schema": SUMMARY_SCHEMA_VERSION, **aggregate(rows, seed, aggregate_errors)}
+    summary["aggregate"] = aggregate_errors
+    summary["profiles"] = sorted({_profile_of(r) for r in rows if r.get("verifier")})
     models = sorted({r.get("model") for r in rows}, key=lambda m: (m is None, m or ""))
     if len(models) > 1:
         summary["by_model"] = {
-            str(model): aggregate([r for r in rows if r.get("model") == model], seed) for model in models
+            str(model): aggregate([r for r in rows if r.get("model") == model], seed, aggregate_errors)
+            for model in models
         }
     summary["bootstrap"] = {
         "method": "percentile; instructions resampled as clusters",
@@ -156,6 +174,12 @@ def summarize(
     summary["started"] = started.isoformat() if started else None
     summary["finished"] = finished.isoformat() if finished else None
     return summary
+
+
+def _profile_of(row: Mapping[str, Any]) -> str:
+    """The profile named in a row's verifier id (``task@version:profile``)."""
+    verifier = str(row["verifier"])
+    return verifier.rpartition(":")[2] if ":" in verifier else "mmmg"
 
 
 def write_summary(summary: Mapping[str, Any], path: Path) -> None:
