@@ -33,9 +33,22 @@ def tasks_command(
     as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the catalog as a Markdown table."),
     group: Optional[str] = typer.Option(None, help="Only tasks of this modality group."),
+    explain: Optional[str] = typer.Option(
+        None, "--explain", metavar="TASK", help="One task's rule, its published source and each profile's deviations."
+    ),
 ) -> None:
     """List every MMMG task: id, name, modality, method, what it needs, and whether it is implemented."""
     from .tasks.catalog import TASKS, markdown_table
+
+    if explain is not None:
+        from .core.registry import UnknownIdError
+        from .tasks.parity import explain as explain_task
+
+        try:
+            print(explain_task(explain), end="")
+        except UnknownIdError as exc:
+            _fail(str(exc))
+        return
 
     entries = [t for t in TASKS if group is None or t.group == group]
     if markdown:
@@ -113,7 +126,11 @@ def score_command(
         None, "--vlm-model", help="Judge model at that endpoint, or transformers:<path-or-hub-id> to run one in-process."
     ),
     vlm_role: list[str] = typer.Option(
-        [], "--vlm-role", help="Judge for one role: ROLE=MODEL[@URL]; roles spatial, ocr, ocr_second, llm (repeatable)."
+        [], "--vlm-role", help=(
+            "Judge for one role: ROLE=MODEL[@URL] (repeatable). Roles: spatial (fallback of spatial_relative and "
+            "spatial_absolute), spatial_relative, spatial_absolute, ocr, ocr_second (a different model that also reads "
+            "Chinese text), llm. Unset settings come from the parent role, then the default judge."
+        )
     ),
     vlm_concurrency: Optional[int] = typer.Option(None, "--vlm-concurrency", help="Judge requests in flight per endpoint and process (default 8)."),
     vlm_api_key_env: Optional[str] = typer.Option(

@@ -12,13 +12,14 @@ import hashlib
 import json
 import re
 import string
+import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
 
 from mmverify.core.errors import ErrorCode, ScoringError
-from mmverify.verifiers.vlm.templates import TEMPLATES
+from mmverify.verifiers.vlm.templates import TEMPLATES, Template
 
 Reply = Union[str, BaseException, Callable[[str, dict], str]]
 
@@ -43,6 +44,11 @@ def texts(items: Sequence[str], reasoning: str = "The image shows some text.") -
     return f"{reasoning}\n{json.dumps(list(items), ensure_ascii=False)}"
 
 
+def verdict(value: str, reasoning: str = "Criterion 1: the nodes are right. MET") -> str:
+    """A reply to a criteria question ending with ``VERDICT: <value>`` (PASS or FAIL)."""
+    return f"{reasoning}\n**VERDICT: {value}**"
+
+
 def failed(message: str = "HTTP 500 after 5 attempts") -> ScoringError:
     return ScoringError(ErrorCode.JUDGE_FAILED, message)
 
@@ -60,6 +66,15 @@ def _pattern(text: str) -> re.Pattern[str]:
 
 _PATTERNS = {tid: _pattern(t.text) for tid, t in TEMPLATES.items()}
 _AUTO = {"yes_no": yes(), "choice": letter("A"), "text_list": texts(["text"])}
+_AUTO["verdict"] = verdict("PASS")
+
+
+def learn(monkeypatch: Any, templates: Mapping[str, Template]) -> None:
+    """Let the scripted judge also recognise prompts filled from ``templates`` (templates kept
+    outside ``TEMPLATES``, such as the coherence or code ones), for the rest of the test."""
+    module = sys.modules[__name__]
+    monkeypatch.setattr(module, "_PATTERNS", {**module._PATTERNS, **{tid: _pattern(t.text) for tid, t in templates.items()}})
+    monkeypatch.setattr(module, "TEMPLATES", {**module.TEMPLATES, **templates})
 
 
 def identify(prompt: str) -> tuple[str, dict[str, str]]:
@@ -119,10 +134,13 @@ class FakeJudge:
 
 
 class Judges(dict):
-    """Role -> FakeJudge; roles without their own judge fall back to ``default`` (as the hub does)."""
+    """Role -> FakeJudge; roles without their own judge fall back as the hub's configuration does
+    (``spatial_relative`` -> ``spatial`` -> ``default``)."""
 
     def for_role(self, role: str) -> FakeJudge:
-        return self[role] if role in self else self["default"]
+        from mmverify.models.judge_config import role_chain
+
+        return next(self[name] for name in role_chain(role) if name in self)
 
     def all_calls(self) -> list[Call]:
         seen, calls = set(), []

@@ -1,8 +1,10 @@
-"""i_consistency_semantic / _compose / _decompose on real MMMG rows with a scripted judge."""
+"""i_consistency_semantic / _compose / _decompose on real MMMG rows with a scripted judge, and against
+the re-derived published evaluator (tests/reference/mmmg_interleaved.py) on seeded random cases."""
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -11,6 +13,7 @@ import pytest
 
 from mmverify.api import score_items
 from tests.conftest import save_png, scene
+from tests.reference import mmmg_interleaved as ref
 from tests.tasks.fake_judge import FakeJudge, failed, install, no, yes
 
 TASKS = ["i_consistency_semantic", "i_consistency_compose", "i_consistency_decompose"]
@@ -24,14 +27,22 @@ def images(n: int) -> list[np.ndarray]:
     return [scene(48, 64, seed=10 + i) for i in range(n)]
 
 
-def score(tmp_path: Path, instructions: Path | None, task: str, instance_id: str, pictures: Sequence[np.ndarray], inline: dict | None = None) -> dict:
+def score(
+    tmp_path: Path,
+    instructions: Path | None,
+    task: str,
+    instance_id: str,
+    pictures: Sequence[np.ndarray],
+    inline: dict | None = None,
+    profile: str = "mmmg",
+) -> dict:
     parts: list[dict[str, Any]] = [{"type": "text", "text": "Step by step:"}]
     for i, picture in enumerate(pictures):
         save_png(tmp_path / f"gen_{i}.png", picture)
         parts += [{"type": "image", "path": f"gen_{i}.png"}, {"type": "text", "text": f"step {i}"}]
     item: dict[str, Any] = {"task": task, "parts": parts}
     item.update({"instance": inline} if inline is not None else {"instance_id": instance_id})
-    [row] = score_items([item], base_dir=tmp_path, instructions=instructions)
+    [row] = score_items([item], base_dir=tmp_path, instructions=instructions, profile=profile)
     return row
 
 
@@ -88,14 +99,38 @@ def test_inline_instances_and_bad_annotations(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_determinism(tmp_path, mmmg_instructions, monkeypatch, task):
+@pytest.mark.parametrize("profile", ["mmmg", "strict"])
+def test_determinism(tmp_path, mmmg_instructions, monkeypatch, task, profile):
     pictures = images(len(objects_of(mmmg_instructions, task)))
     results = []
     for _ in range(2):
         install(monkeypatch, FakeJudge(auto=True))
-        results.append(score(tmp_path, mmmg_instructions, task, f"{task}/0", pictures))
-    assert results[0]["verifier"] == f"{task}@1"
+        results.append(score(tmp_path, mmmg_instructions, task, f"{task}/0", pictures, profile=profile))
+    assert results[0]["verifier"] == f"{task}@1:{profile}"
     assert json.dumps(results[0], sort_keys=True) == json.dumps(results[1], sort_keys=True)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_combination_matches_the_reference(tmp_path, monkeypatch, task):
+    """Random object lists, image counts and per-image verdicts: the score is the published product,
+    in both profiles, and only images before the first "No" are asked about, each about its own object."""
+    rng = random.Random(len(task))
+    pool = [scene(16, 16, seed=100 + i) for i in range(6)]
+    outcomes: list[float] = []
+    for _ in range(40):
+        objects = [f"object {k}" for k in rng.sample(range(20), rng.randrange(1, 5))]
+        count = len(objects) if rng.random() < 0.8 else rng.randrange(0, 6)
+        present = {target: rng.random() < 0.85 for target in objects}
+        profile = rng.choice(["mmmg", "strict"])
+        judge = FakeJudge().on("existence", lambda prompt, values: yes() if present[values["target"]] else no())
+        install(monkeypatch, judge)
+        row = score(tmp_path, None, task, "", pool[:count], inline={"object": objects}, profile=profile)
+        expected = ref.consistency_score(objects, count, lambda i, target: present[target])
+        assert row["score"] == expected, (objects, count, present, row)
+        asked = [call.values["target"] for call in judge.calls]
+        assert asked == objects[: len(asked)] and all(np.array_equal(seen[0], pool[i]) for i, seen in enumerate(judge.images))
+        outcomes.append(expected)
+    assert outcomes.count(0.0) >= 5 and outcomes.count(1.0) >= 5
 
 
 def test_params_carry_templates_and_judges():

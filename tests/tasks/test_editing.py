@@ -22,6 +22,7 @@ from mmverify.api import score_items
 from mmverify.models import hub as hub_module
 from mmverify.models.base import ModelUnavailable
 from tests.conftest import save_png, scene
+from tests.reference import mmmg_image as ref
 from tests.tasks.fake_judge import FakeJudge, failed, install, no, texts, yes
 from tests.vlm_server import by_prompt, vlm_env, vlm_server  # noqa: F401  (fixtures)
 
@@ -30,6 +31,7 @@ JUDGED = [
     "i_edit_text_add", "i_edit_text_alter",
 ]  # fmt: skip
 REFERENCE = ["i_edit_add", "i_edit_color"]
+VERSIONS = {"i_edit_object_remove": 2, "i_edit_text_add": 2, "i_edit_text_alter": 2}
 SIZE = 500  # the published boxes are in the coordinates of ~500-pixel sources
 
 
@@ -78,19 +80,23 @@ def instructions(tmp_path_factory: pytest.TempPathFactory, mmmg_instructions: Pa
         for row in rows(root, task)[:3] + rows(root, task)[14:15]:
             (root / "image").mkdir(exist_ok=True)
             shutil.copy(drawn, root / "image" / f"{task}_{row['image_list'][0]}.png")
-    # i_edit_add: the ground truth is the source with the object painted into the box; the source
-    # itself (image_list[0]) is deliberately absent: it is never compared
-    first = rows(root, "i_edit_add")[0]
-    save_png(root / "image" / f"i_edit_add_{first['ref_image_list'][0]}.png", painted(source, first["bbox"]))
+    # i_edit_add / i_edit_color: the ground truth is the source with new content painted into the
+    # box; the sources themselves (image_list) are deliberately absent: they are never compared
+    for task in REFERENCE:
+        first = rows(root, task)[0]
+        save_png(root / "image" / f"{task}_{first['ref_image_list'][0]}.png", painted(source, first["bbox"]))
     return root
 
 
-def score(tmp_path: Path, instructions: Path | None, task: str, instance_id: str, images: Sequence[np.ndarray]) -> dict:
+def score(
+    tmp_path: Path, instructions: Path | None, task: str, instance_id: str, images: Sequence[np.ndarray], profile: str = "mmmg"
+) -> dict:
     parts: list[dict[str, Any]] = [{"type": "text", "text": "Here is the edit."}]
     for i, image in enumerate(images):
         save_png(tmp_path / f"gen_{i}.png", image)
         parts.append({"type": "image", "path": f"gen_{i}.png"})
-    [row] = score_items([{"task": task, "instance_id": instance_id, "parts": parts}], base_dir=tmp_path, instructions=instructions)
+    item = {"task": task, "instance_id": instance_id, "parts": parts}
+    [row] = score_items([item], base_dir=tmp_path, instructions=instructions, profile=profile)
     return row
 
 
@@ -131,9 +137,9 @@ def use_similarity(monkeypatch: pytest.MonkeyPatch, fake: ScriptedSimilarity) ->
 
 # -- preservation ----------------------------------------------------------------------------------
 def test_unchanged_outside_scores_preservation_one_and_the_judge_sees_the_crop(tmp_path, instructions, source, monkeypatch):
-    [row0] = rows(instructions, "i_edit_object_add")[:1]  # "a puppy", bbox [122, 47, 500, 476]
+    [row0] = rows(instructions, "i_edit_object_add")[:1]  # "exactly one puppy", bbox [122, 47, 500, 476]
     generated = painted(source, row0["bbox"])
-    judges = install(monkeypatch, FakeJudge().on("existence", yes(), target="a puppy"))
+    judges = install(monkeypatch, FakeJudge().on("existence", yes(), target="exactly one puppy"))
     row = score(tmp_path, instructions, "i_edit_object_add", "i_edit_object_add/0", [generated])
     assert row["status"] == "scored" and row["score"] == 1.0 and row["passed"] is None
     assert row["components"] == {"ssim_outside": 1.0, "objects_present": 1.0}
@@ -144,7 +150,7 @@ def test_unchanged_outside_scores_preservation_one_and_the_judge_sees_the_crop(t
     assert np.array_equal(seen, generated[y0:y1, x0:x1])
     [entry] = row["evidence"]["judge"]
     assert entry["step"] == "object_0" and entry["template"] == "existence@1" and entry["verdict"] is True
-    assert row["evidence"]["verdicts"] == [True] and row["evidence"]["objects"] == ["a puppy"]
+    assert row["evidence"]["present"] == [True] and row["evidence"]["objects"] == ["exactly one puppy"]
 
     install(monkeypatch, FakeJudge().on("existence", no("There is no dog on the suitcase.")))
     row = score(tmp_path, instructions, "i_edit_object_add", "i_edit_object_add/0", [generated])
@@ -196,19 +202,51 @@ def test_published_boxes_beyond_the_image_are_clipped(tmp_path, instructions, so
     # i_edit_object_remove/14: bbox [350, 118, 701, 450] on a 500-pixel source
     row14 = rows(instructions, "i_edit_object_remove")[14]
     assert row14["bbox"][2] > SIZE
-    install(monkeypatch, FakeJudge().on("absence", yes()))
+    install(monkeypatch, FakeJudge().on("existence", no()))
     row = score(tmp_path, instructions, "i_edit_object_remove", "i_edit_object_remove/14", [painted(source, row14["bbox"])])
     assert row["evidence"]["widened_box"] == [325, 93, 500, 475] and row["score"] == 1.0
 
 
 # -- what the judge is asked ---------------------------------------------------------------------
-def test_remove_asks_absence_per_object(tmp_path, instructions, source, monkeypatch):
+@pytest.mark.parametrize("profile", ["mmmg", "strict"])
+def test_remove_asks_presence_per_object_and_inverts_it(tmp_path, instructions, source, monkeypatch, profile):
     row0 = rows(instructions, "i_edit_object_remove")[0]  # "a gray laptop"
-    judges = install(monkeypatch, FakeJudge().on("absence", yes("Only a white laptop is left."), target="a gray laptop"))
-    row = score(tmp_path, instructions, "i_edit_object_remove", "i_edit_object_remove/0", [painted(source, row0["bbox"])])
+    judges = install(monkeypatch, FakeJudge().on("existence", no("Only a white laptop is left."), target="a gray laptop"))
+    generated = painted(source, row0["bbox"])
+    row = score(tmp_path, instructions, "i_edit_object_remove", "i_edit_object_remove/0", [generated], profile=profile)
     assert row["score"] == 1.0 and row["components"] == {"ssim_outside": 1.0, "objects_absent": 1.0}
-    assert judges["default"].templates_asked() == ["absence"]
-    assert "completely free of" in row["evidence"]["judge"][0]["prompt"]
+    assert judges["default"].templates_asked() == ["existence"] and row["evidence"]["present"] == [False]
+    assert "free of" not in row["evidence"]["judge"][0]["prompt"]
+
+    install(monkeypatch, FakeJudge().on("existence", yes("The gray laptop is still on the desk.")))
+    row = score(tmp_path, instructions, "i_edit_object_remove", "i_edit_object_remove/0", [generated], profile=profile)
+    assert row["score"] == 0.0 and row["components"] == {"ssim_outside": 1.0, "objects_absent": 0.0}
+
+
+@pytest.mark.parametrize("task", ["i_edit_object_add", "i_edit_object_remove"])
+@pytest.mark.parametrize("seed", range(6))
+def test_object_edits_combine_as_published(tmp_path, monkeypatch, task, seed):
+    """preservation (SSIM outside the widened, blacked-out box, floored at 0) x mean of the verdicts
+    (inverted for removal), on random boxes, edits and verdicts."""
+    rng = np.random.default_rng(seed)
+    height, width = int(rng.integers(40, 90)), int(rng.integers(40, 90))
+    source = scene(height, width, seed=seed)
+    save_png(tmp_path / "image" / f"{task}_0.png", source)
+    x0, y0 = int(rng.integers(-5, width // 2)), int(rng.integers(-5, height // 2))
+    bbox = [x0, y0, int(rng.integers(x0 + 5, width + 10)), int(rng.integers(y0 + 5, height + 10))]
+    generated = np.clip(painted(source, bbox, seed=seed).astype(int) + rng.integers(-25, 26, source.shape), 0, 255).astype(np.uint8)
+    objects = [f"object number {i}" for i in range(int(rng.integers(1, 4)))]
+    present = [bool(rng.random() < 0.5) for _ in objects]
+    judge = FakeJudge()
+    for name, verdict in zip(objects, present):
+        judge.on("existence", yes() if verdict else no(), target=name)
+    install(monkeypatch, judge)
+    row = score_inline(tmp_path, task, {"image_list": [0], "bbox": bbox, "object": objects}, [generated])
+    box = ref.edit_box(bbox, width, height, 20)
+    kept = max(0.0, ref.outside_ssim(generated, source, box))
+    verdicts = ref.scene_objects_score(True, present, exclude=task == "i_edit_object_remove")
+    assert row["score"] == pytest.approx(kept * verdicts, abs=1e-9)
+    assert all(np.array_equal(seen[0], ref.edit_crop(generated, box)) for seen in judge.images)
 
 
 @pytest.mark.parametrize("task", ["i_edit_object_modify", "i_edit_object_attribute"])
@@ -220,24 +258,27 @@ def test_replacing_and_altering_ask_existence_of_the_annotated_object(tmp_path, 
 
 
 @pytest.mark.parametrize(
-    ("task", "index", "reading", "expected"),
+    ("task", "index", "reading", "mmmg", "strict"),
     [
-        ("i_edit_text_add", 1, ["EXIT"], 1.0),  # "EXIT"
-        ("i_edit_text_add", 1, ["exit!"], 1.0),  # normalised as the OCR task does
-        ("i_edit_text_add", 1, ["EXT"], 0.0),
-        ("i_edit_text_add", 1, [], 0.0),
-        ("i_edit_text_alter", 0, [], 1.0),  # text "": the brand name must be gone
-        ("i_edit_text_alter", 0, ["Budweiser"], 0.0),
+        ("i_edit_text_add", 1, ["EXIT"], 1.0, 1.0),  # "EXIT"
+        ("i_edit_text_add", 1, ["exit!"], 1.0, 1.0),  # normalised as the OCR task does
+        ("i_edit_text_add", 1, ["EXT"], 0.0, 0.0),
+        ("i_edit_text_add", 1, [], 0.0, 0.0),
+        ("i_edit_text_add", 14, ["cat-broke the toilet"], 0.5, 1.0),  # mmmg deletes the hyphen: 2 edits / 4
+        ("i_edit_text_alter", 0, [], 1.0, 1.0),  # text "": the brand name must be gone
+        ("i_edit_text_alter", 0, ["Budweiser"], 0.0, 0.0),
     ],
 )
-def test_text_edits_read_the_crop(tmp_path, instructions, source, monkeypatch, task, index, reading, expected):
+def test_text_edits_read_the_crop(tmp_path, instructions, source, monkeypatch, task, index, reading, mmmg, strict):
     row_i = rows(instructions, task)[index]
-    judges = install(monkeypatch, FakeJudge(), ocr=FakeJudge("ocr-vlm").on("ocr", texts(reading)))
-    row = score(tmp_path, instructions, task, f"{task}/{index}", [painted(source, row_i["bbox"])])
-    assert row["score"] == pytest.approx(expected) and row["components"]["ocr_accuracy"] == pytest.approx(expected)
-    assert row["evidence"]["reference"] == row_i["text"] and row["evidence"]["reading"] == reading
-    assert judges["default"].calls == [] and judges["ocr"].templates_asked() == ["ocr"]
-    assert row["evidence"]["judge"][0]["role"] == "ocr"
+    for profile, expected in (("mmmg", mmmg), ("strict", strict)):
+        judges = install(monkeypatch, FakeJudge(), ocr=FakeJudge("ocr-vlm").on("ocr", texts(reading)))
+        row = score(tmp_path, instructions, task, f"{task}/{index}", [painted(source, row_i["bbox"])], profile=profile)
+        assert row["score"] == pytest.approx(expected) and row["components"]["ocr_accuracy"] == pytest.approx(expected)
+        assert row["evidence"]["reference"] == row_i["text"] and row["evidence"]["reading"] == reading
+        assert judges["default"].calls == [] and judges["ocr"].templates_asked() == ["ocr"]
+        assert row["evidence"]["judge"][0]["role"] == "ocr" and row["evidence"]["judge"][0]["template"] == "ocr@2"
+        assert "small or unclear text" in row["evidence"]["judge"][0]["prompt"]
 
 
 # -- DreamSim edits against the ground truth ---------------------------------------------------------
@@ -268,9 +309,22 @@ def test_reference_edit_compares_the_ground_truth_not_the_source(tmp_path, instr
     assert row["components"]["ssim_outside"] == pytest.approx(expected, abs=1e-9) and row["score"] < 0.7
 
 
-def test_edit_color_published_rows_name_the_missing_fields(tmp_path, instructions, monkeypatch):
+def test_edit_color_published_rows_score_against_their_ground_truth(tmp_path, instructions, source, monkeypatch):
+    row0 = rows(instructions, "i_edit_color")[0]  # bbox [250, 189, 279, 226], image_list [0, 20], ref [40]
+    truth = painted(source, row0["bbox"])
+    fake = use_similarity(monkeypatch, ScriptedSimilarity(0.7))
+    row = score(tmp_path, instructions, "i_edit_color", "i_edit_color/0", [truth])
+    assert row["status"] == "scored", row
+    assert row["score"] == pytest.approx(0.7) and row["components"] == {"ssim_outside": 1.0, "similarity": 0.7}
+    box = widened(row0["bbox"], SIZE, SIZE, 10)
+    assert row["evidence"]["widened_box"] == list(box) == [200, 139, 329, 276]
+    [(generated_crop, truth_crop)] = fake.pairs
+    assert np.array_equal(generated_crop, ref.edit_crop(truth, box)) and np.array_equal(truth_crop, ref.edit_crop(truth, box))
+
+
+def test_edit_color_instances_without_images_or_box_name_the_missing_fields(tmp_path, monkeypatch):
     fake = use_similarity(monkeypatch, ScriptedSimilarity())
-    row = score(tmp_path, instructions, "i_edit_color", "i_edit_color/0", [scene(64, 64)])
+    row = score_inline(tmp_path, "i_edit_color", {"instruction": "Make the car red."}, [scene(64, 64)])
     assert row["status"] == "error" and row["error"]["code"] == "invalid_instance"
     assert all(name in row["error"]["message"] for name in ("bbox", "image_list", "ref_image_list"))
     assert fake.pairs == []
@@ -291,7 +345,7 @@ def test_edit_color_with_the_fields_scores(tmp_path, monkeypatch):
 
 
 # -- failures and shape ------------------------------------------------------------------------------
-@pytest.mark.parametrize("task", JUDGED + ["i_edit_add"])
+@pytest.mark.parametrize("task", JUDGED + REFERENCE)
 def test_wrong_image_count_scores_zero_without_asking(tmp_path, instructions, source, monkeypatch, task):
     judges = install(monkeypatch, FakeJudge(auto=True))
     fake = use_similarity(monkeypatch, ScriptedSimilarity())
@@ -341,16 +395,17 @@ def test_bad_annotations_are_invalid_instance(tmp_path, monkeypatch, task, insta
 
 
 # -- determinism, params, end to end ------------------------------------------------------------------
-@pytest.mark.parametrize("task", JUDGED + ["i_edit_add"])
-def test_determinism_and_evidence(tmp_path, instructions, source, monkeypatch, task):
+@pytest.mark.parametrize("profile", ["mmmg", "strict"])
+@pytest.mark.parametrize("task", JUDGED + REFERENCE)
+def test_determinism_and_evidence(tmp_path, instructions, source, monkeypatch, task, profile):
     generated = painted(source, rows(instructions, task)[0]["bbox"], seed=4)
     results = []
     for _ in range(2):
         judges = install(monkeypatch, FakeJudge(auto=True))
         use_similarity(monkeypatch, ScriptedSimilarity(0.6))
-        results.append(score(tmp_path, instructions, task, f"{task}/0", [generated]))
+        results.append(score(tmp_path, instructions, task, f"{task}/0", [generated], profile=profile))
     first, second = results
-    assert first["status"] == "scored" and first["verifier"] == f"{task}@1"
+    assert first["status"] == "scored" and first["verifier"] == f"{task}@{VERSIONS.get(task, 1)}:{profile}"
     assert json.dumps(first, sort_keys=True) == json.dumps(second, sort_keys=True)
     if task in JUDGED:
         assert len(first["evidence"]["judge"]) == len(judges.all_calls()) >= 1
@@ -364,6 +419,9 @@ def test_params_name_templates_judges_and_margins():
         params = TASK_REGISTRY.get(task)().params()
         assert params["templates"] == TEMPLATE_VERSION and params["margin_divisor"] == 20 and "judges" in params
     assert TASK_REGISTRY.get("i_edit_text_add")().params()["roles"] == ["ocr"]
+    for task in ("i_edit_text_add", "i_edit_text_alter"):
+        cls = TASK_REGISTRY.get(task)
+        assert (cls().params()["normalization"], cls.build("strict").params()["normalization"]) == ("mmmg", "unicode")
     for task in REFERENCE:
         assert TASK_REGISTRY.get(task)().params() == {"margin_divisor": 10, "resample": "bicubic"}
 

@@ -12,18 +12,20 @@ from tests.tasks.test_image_judged import FIRST, JUDGED, image, score  # noqa: F
 from tests.vlm_server import vlm_env, vlm_server  # noqa: F401  (fixtures)
 
 
-def _answers() -> FakeJudge:
+def _answers(name: str = "scripted") -> FakeJudge:
     """Deterministic replies that exercise both outcomes: some Yes, some No, a letter, a reading."""
-    judge = FakeJudge("scripted", auto=True)
+    judge = FakeJudge(name, auto=True)
     return judge.on("absence", no()).on("count", letter("C")).on("relative_horizontal", letter("A")).on("absolute", letter("B"))
 
 
 @pytest.mark.parametrize("task", JUDGED)
 def test_http_judge_matches_the_in_process_judge(task, tmp_path, mmmg_instructions, image, vlm_env, monkeypatch):  # noqa: F811
     with pytest.MonkeyPatch.context() as patch:  # the fake only for this first run
-        install(patch, default=_answers())
+        # Chinese OCR needs a second reader that is a different model from the first
+        install(patch, default=_answers(), ocr_second=_answers("scripted-second"))
         expected = score(tmp_path, mmmg_instructions, task, FIRST[task])
     monkeypatch.setattr(hub_module, "_HUB", None)  # a fresh hub: the real client, configured by vlm_env
+    monkeypatch.setenv("MMVERIFY_VLM_OCR_SECOND_MODEL", "scripted-second")  # same server, another model name
     replier = _answers()
     vlm_env.script(lambda request: replier.ask(request.prompt, request.images))
     actual = score(tmp_path, mmmg_instructions, task, FIRST[task])

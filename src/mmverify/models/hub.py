@@ -101,7 +101,8 @@ class ModelHub:
 
     def judge(self, role: str = "default") -> Any:
         """The :class:`~mmverify.models.protocols.VisionLanguageJudge` for ``role`` ("default",
-        "spatial", "ocr", "ocr_second", "llm"; unconfigured roles fall back to "default").
+        "spatial", "spatial_relative", "spatial_absolute", "ocr", "ocr_second", "llm"; an unconfigured
+        role falls back to its parent -- spatial_relative/spatial_absolute to spatial -- then "default").
 
         Read from the MMVERIFY_VLM_* environment on every call (``score --vlm-*`` sets it), so a
         changed configuration takes effect; equal configurations share one judge instance.

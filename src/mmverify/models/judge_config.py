@@ -16,7 +16,11 @@ from ..core.settings import Settings
 if TYPE_CHECKING:
     from .judge import JudgeCache
 
-ROLES: tuple[str, ...] = ("default", "spatial", "ocr", "ocr_second", "llm")
+ROLES: tuple[str, ...] = ("default", "spatial", "spatial_relative", "spatial_absolute", "ocr", "ocr_second", "llm")
+# a role inherits every setting it does not configure from its parent, and ultimately from
+# "default": relative and absolute position questions can go to different judges (one judge
+# family is better at each), and both follow "spatial" when only that is configured
+ROLE_PARENTS: Mapping[str, str] = {"spatial_relative": "spatial", "spatial_absolute": "spatial"}
 ENV_PREFIX = "MMVERIFY_VLM_"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 LOCAL_PREFIX = "transformers:"
@@ -68,17 +72,31 @@ def check_role(role: str) -> str:
     return role
 
 
+def role_chain(role: str) -> tuple[str, ...]:
+    """``role`` and the roles it falls back to, nearest first, ending with ``"default"``."""
+    chain = [check_role(role)]
+    while chain[-1] != "default":
+        chain.append(ROLE_PARENTS.get(chain[-1], "default"))
+    return tuple(chain)
+
+
+def env_name(role: str, suffix: str) -> str:
+    """The environment variable holding ``suffix`` (MODEL, BASE_URL, ...) for ``role``."""
+    return ENV_PREFIX + suffix if role == "default" else f"{ENV_PREFIX}{role.upper()}_{suffix}"
+
+
 def config_from_env(role: str = "default", environ: Mapping[str, str] | None = None) -> JudgeConfig | None:
-    """The judge for ``role`` (falling back to ``default`` field by field), or None if unconfigured."""
+    """The judge for ``role``, or None if unconfigured.  Each setting comes from the nearest role in
+    :func:`role_chain` that sets it (``spatial_relative`` -> ``spatial`` -> ``default``)."""
     env = os.environ if environ is None else environ
-    role = check_role(role)
+    chain = role_chain(role)
 
     def pick(suffix: str) -> str | None:
-        if role != "default":
-            value = env.get(f"{ENV_PREFIX}{role.upper()}_{suffix}", "").strip()
+        for name in chain:
+            value = env.get(env_name(name, suffix), "").strip()
             if value:
                 return value
-        return env.get(ENV_PREFIX + suffix, "").strip() or None
+        return None
 
     model, base_url = pick("MODEL"), pick("BASE_URL")
     if not model or not (base_url or model.startswith(LOCAL_PREFIX)):
@@ -171,10 +189,9 @@ def apply_cli_options(
     if concurrency is not None:
         env[ENV_PREFIX + "CONCURRENCY"] = str(concurrency)
     for role, role_model, url in parsed:
-        prefix = ENV_PREFIX if role == "default" else f"{ENV_PREFIX}{role.upper()}_"
-        env[prefix + "MODEL"] = role_model
+        env[env_name(role, "MODEL")] = role_model
         if url:
-            env[prefix + "BASE_URL"] = url
+            env[env_name(role, "BASE_URL")] = url
 
 
 def judge_identities(roles: Sequence[str], environ: Mapping[str, str] | None = None) -> dict[str, str | None]:

@@ -43,7 +43,7 @@ TASKS: tuple[TaskInfo, ...] = (
     # -- image (15) -------------------------------------------------------------------------------
     TaskInfo("i_object_include", "Object inclusion", "image", "VLM scene check x mean(object present)", ("vlm",), impl=f"{_T}.image_judged:ObjectInclude"),
     TaskInfo("i_object_exclude", "Object exclusion", "image", "VLM scene check x mean(object absent)", ("vlm",), impl=f"{_T}.image_judged:ObjectExclude"),
-    TaskInfo("i_object_count", "Object counting", "image", "VLM count MCQ (A <3 ... F >6); binary", ("vlm",), impl=f"{_T}.image_judged:ObjectCount"),
+    TaskInfo("i_object_count", "Object counting", "image", "VLM count MCQ chosen by the count (3-6 or 7-10 options; strict: 3-6 first, then 7-10); exact option; binary", ("vlm",), impl=f"{_T}.image_judged:ObjectCount"),
     TaskInfo("i_object_attribute", "Object attribute", "image", _VLM_EXIST, ("vlm",), impl=f"{_T}.image_judged:ObjectAttribute"),
     TaskInfo("i_object_cot", "Object reasoning (knowledge)", "image", _VLM_EXIST, ("vlm",), impl=f"{_T}.image_judged:ObjectCot"),
     TaskInfo("i_object_commonsense", "Commonsense objects", "image", _VLM_EXIST, ("vlm",), impl=f"{_T}.image_judged:ObjectCommonsense"),

@@ -1,30 +1,39 @@
 """Self-coherence tasks: the model draws one image and then states facts about it in text; a judge
-checks the image against the model's own statements (DESIGN §5, "coherence").
+checks the image against the model's own statements (DESIGN §5, "coherence").  Published rules:
+``eval_interleaved.py`` (``ITCoherence*`` classes) at d341665a, helpers in ``utils.py`` at ecf3dfea.
 
 * it_coherence_count -- ``<count>N</count>`` with 2 < N < 7, and the judge's counting MCQ letter
   must be N's letter (binary);
-* it_coherence_color -- a JSON map object -> colour whose keys are exactly ``object`` and whose
-  values are exactly ``color``; per object an existence question "exactly one <obj>, mostly <colour>,
+* it_coherence_color -- a JSON map object -> colour whose keys are the set ``object`` and whose
+  values are the set ``color``; per object an existence question "exactly one <obj>, mostly <colour>,
   no other major colour" (without the last clause for naturally multi-coloured objects); product;
-* it_coherence_size -- a JSON ranking list (smallest first) that is a permutation of ``object``;
-  for every pair i < j of the ranking the judge must confirm exactly one of each and the later one
-  obviously larger (longer, taller, ...) than the earlier one, as the published pipeline asks;
+* it_coherence_size -- a JSON ranking list (smallest first) whose set is ``object``; for every pair
+  i < j of the ranking the judge must confirm exactly one of each and the later one obviously
+  larger (longer, taller, ...) than the earlier one, with the row's ``text`` note when it has one;
   product;
 * it_coherence_spacial_relative / _absolute -- a JSON list of the letters the model chose for the
-  position questions in its instruction; each object must appear exactly once, then the judge
-  answers the same multiple-choice question and must give the model's letter; the product over
-  the questions, as published (so the score is binary: a mean of agreements would reward a
-  picture that contradicts half of what its author said about it);
-* it_coherence_ocr -- the model's text, cut out with the instance's ``format`` regex (default
-  ``<text>(.*?)</text>``), 2 to 10 words as the instructions ask; score = 1 - min(WER, 1) of the
-  judge's OCR of ``object`` against it.
+  position questions in its instruction; exactly-one gates, then the judge answers the same
+  multiple-choice question and must give the model's letter; the product over the questions (so
+  the score is binary).  Gates and position questions go to one judge role per task
+  (``spatial_relative`` / ``spatial_absolute``);
+* it_coherence_ocr -- the model's ``<text>...</text>`` (or the row's ``format`` in older data), 5 to
+  10 words as the instructions ask; score = 1 - min(WER, 1) of the judge's OCR of ``object``.
 
-Response shape: exactly one image and some text (else 0 with ``no_image`` / ``wrong_image_count``
-/ ``no_text``).  Text the model was told to write but did not (no ``<count>``, no parsable JSON,
-a map or ranking that does not match the annotation) is the generator's fault: score 0 with a
-reason, and no judge is asked.  A judge reply that cannot be read is an ``error`` row
-(``judge_unparseable``), never a 0.  Questions behind a failed product factor are not asked
-(``evidence.not_asked``).
+The text is read from *after* the image, where the instructions ask for it ("After generating the
+image, provide ...").  Profiles: ``mmmg`` reads the text as the published helpers do (the first
+``{...}`` / one-line ``[...]`` span only, exact names, the tag exactly as written, words counted
+between single spaces, the published comparative words and gate questions); ``strict`` accepts
+formatting noise (case, spacing, a later well-formed JSON value) and counts real words, and asks
+one exactly-one question per object.  Deliberate departures in both profiles: the count is the
+whole number in the tag (the published pattern keeps only its last digit), empty text never
+scores, and judge replies are read strictly from their end.
+
+Response shape: exactly one image and some text after it (else 0 with ``no_image`` /
+``wrong_image_count`` / ``no_text`` / ``text_before_image``).  Text the model was told to write but
+did not (no ``<count>``, no parsable JSON, a map or ranking that does not match the annotation) is
+the generator's fault: score 0 with a reason, and no judge is asked.  A judge reply that cannot be
+read is an ``error`` row (``judge_unparseable``), never a 0.  Questions behind a failed product
+factor are not asked (``evidence.not_asked``).
 
 The reasoning tasks (math, code) build on :class:`CoherenceTask` in :mod:`.reasoning`.
 """
@@ -40,7 +49,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 from ..core.errors import GenerationFault
 from ..core.types import Check, Instance
 from ..models.judge_config import judge_identities
-from ..verifiers.vlm.coherence_templates import COHERENCE_TEMPLATE_VERSION
+from ..verifiers.vlm.coherence_templates import COHERENCE_TEMPLATE_VERSION, coherence_question
 from ..verifiers.vlm.ocr import ocr_accuracy
 from ..verifiers.vlm.record import Verdict
 from ..verifiers.vlm.templates import TEMPLATE_VERSION, Question, count_letter
@@ -67,9 +76,9 @@ def fault(reason: str, message: str, text: str, **evidence: Any) -> GenerationFa
 def first_json(text: str, kind: type) -> Any | None:
     """The first JSON value of type ``kind`` (dict or list) that starts at a ``{`` or ``[`` of ``text``.
 
-    The published pipeline took the first bracketed span and gave up if it did not parse; trying
-    the first :data:`MAX_JSON_STARTS` opening brackets in turn also reads ``Here: {"a": "b"}`` after
-    a stray brace in prose, while a reply made of brackets cannot cost quadratic time."""
+    The lenient reader: it tries the first :data:`MAX_JSON_STARTS` opening brackets in turn, so it
+    also reads ``Here: {"a": "b"}`` after a stray brace in prose, while a reply made of brackets
+    cannot cost quadratic time."""
     opener = "{" if kind is dict else "["
     decoder = json.JSONDecoder()
     text = text[:MAX_SEARCHED_TEXT]
@@ -84,8 +93,48 @@ def first_json(text: str, kind: type) -> Any | None:
     return None
 
 
+def _loads(candidate: str) -> Any | None:
+    try:
+        return json.loads(candidate)
+    except (ValueError, RecursionError):
+        return None
+
+
+def published_object(text: str) -> dict[str, Any] | None:
+    """The published reader of JSON objects: the span from the first ``{`` to the first ``}`` after it
+    (across lines), parsed as it is or else with every run of whitespace made one space; None when
+    there is no such span or it does not parse.  Found in linear time (no backtracking regex)."""
+    text = text[:MAX_SEARCHED_TEXT]
+    start = text.find("{")
+    end = text.find("}", start) if start >= 0 else -1
+    if end < 0:
+        return None
+    span = text[start : end + 1]
+    value = _loads(span)
+    if value is None:
+        value = _loads(re.sub(r"\s+", " ", span))
+    return value if isinstance(value, dict) else None
+
+
+def published_list(text: str) -> list[Any] | None:
+    """The published reader of JSON lists: the first ``[`` ... ``]`` span that lies on one line (up to
+    the first ``]`` after the ``[``), parsed as JSON; None when there is none or it does not parse."""
+    text = text[:MAX_SEARCHED_TEXT]
+    position = 0
+    while True:
+        start = text.find("[", position)
+        end = text.find("]", start) if start >= 0 else -1
+        if end < 0:
+            return None
+        newline = text.find("\n", start, end)
+        if newline < 0:
+            value = _loads(text[start : end + 1])
+            return value if isinstance(value, list) else None
+        position = newline + 1  # every "[" before that line break sees the same "]" across it
+
+
 def _key(text: str) -> str:
-    """How names are compared: case and surrounding space do not matter ("TV" and "tv")."""
+    """How names are compared by the lenient reader: case and surrounding space do not matter."""
     return " ".join(text.split()).casefold()
 
 
@@ -93,9 +142,14 @@ def strings_of(value: Any) -> list[str] | None:
     return list(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
 
 
-def parse_count(text: str) -> int:
-    """N of the first ``<count>N</count>``; GenerationFault when there is none or N is not 3..6."""
-    match = re.search(r"<count>\s*(\d+)\s*</count>", text, re.IGNORECASE)
+_COUNT_EXACT = re.compile(r"<count>(\d+)</count>")
+_COUNT_LENIENT = re.compile(r"<count>\s*(\d+)\s*</count>", re.IGNORECASE)
+
+
+def parse_count(text: str, lenient: bool = True) -> int:
+    """N of the first ``<count>N</count>`` (exactly so written unless ``lenient``); GenerationFault
+    when there is none or N is not 3..6.  N is the whole number in the tag."""
+    match = (_COUNT_LENIENT if lenient else _COUNT_EXACT).search(text[:MAX_SEARCHED_TEXT])
     if match is None:
         raise fault("missing_count", "the text has no <count>N</count>", text)
     count = int(match.group(1))
@@ -113,13 +167,26 @@ def match_names(names: Sequence[str], wanted: Sequence[str]) -> list[str] | None
     return [spelling[k] for k in keys]
 
 
-def parse_letters(text: str, count: int, letters: str) -> list[str]:
-    """The JSON list of ``count`` option letters (e.g. ``["A", "D"]``), upper-cased."""
-    value = strings_of(first_json(text, list))
-    if value is None:
+def same_set(values: Sequence[Any], wanted: Sequence[str]) -> bool:
+    """The published comparison: the values, as a set of exact strings, are the wanted set."""
+    try:
+        return set(values) == set(wanted)
+    except TypeError:  # unhashable values (a list where a name belongs)
+        return False
+
+
+def parse_letters(text: str, count: int, letters: str, lenient: bool = True) -> list[str]:
+    """The JSON list of ``count`` option letters (e.g. ``["A", "D"]``), upper-cased.
+
+    Lenient: the first JSON list anywhere, each item one of ``letters`` after trimming.  Published:
+    the first one-line ``[...]`` span; its items, trimmed, must form a proper subset of ``letters``."""
+    value = strings_of(first_json(text, list) if lenient else published_list(text))
+    if not value:
         raise fault("missing_letters", 'the text has no JSON list of letters such as ["A", "B"]', text)
     answers = [v.strip().upper() for v in value]
-    if len(answers) != count or any(len(a) != 1 or a not in letters for a in answers):
+    allowed = set(letters)
+    fits = all(len(a) == 1 and a in allowed for a in answers) if lenient else set(answers) < allowed
+    if len(answers) != count or not fits:
         raise fault(
             "bad_letters", f"expected {count} letters from {', '.join(letters)}, got {value!r}", text, letters=value
         )
@@ -131,9 +198,9 @@ _FORMAT_SHAPE = re.compile(rf"{_FORMAT_LITERAL}\(\.\*\??\){_FORMAT_LITERAL}")
 
 
 def format_regex(instance: Instance, fmt: Any) -> re.Pattern[str]:
-    """The instance's ``format``: literal text around one ``(.*?)`` or ``(.*)`` group, as in every
-    published row.  Other regexes are refused -- inline instances reach the reward server, and a
-    regex with nested quantifiers could take exponential time on a long reply."""
+    """The instance's ``format`` (older data): literal text around one ``(.*?)`` or ``(.*)`` group.
+    Other regexes are refused -- inline instances reach the reward server, and a regex with nested
+    quantifiers could take exponential time on a long reply."""
     pattern = text_of(instance, fmt, "format")
     if len(pattern) > 200 or not _FORMAT_SHAPE.fullmatch(pattern):
         raise invalid(instance, f"format must be literal text around one (.*?) or (.*) group, got {pattern!r}")
@@ -150,6 +217,13 @@ class CoherenceSession(JudgeSession):
     def ask_question(self, question: Question, *, step: str, role: str = "default", with_image: bool = True) -> Verdict:
         images = [self.image] if with_image else []
         return self.record.ask(self.judge(role), question, images, step=step, role=role)
+
+
+def text_after_image(response: Response) -> str:
+    """The text parts after the response's (first) image part, joined with newlines."""
+    parts = list(response.parts)
+    first = next((i for i, part in enumerate(parts) if part.type == "image"), len(parts))
+    return "\n".join(part.text for part in parts[first + 1 :] if part.type == "text")
 
 
 class CoherenceTask(Task):
@@ -179,6 +253,18 @@ class CoherenceTask(Task):
     @abstractmethod
     def judge(self, spec: Any, claim: Any, session: CoherenceSession) -> Check: ...
 
+    def reply_text(self, response: Response) -> str:
+        """The text the claim is read from: all of it for several-image tasks, else the text after the
+        image (the instructions ask for the answer after the image)."""
+        if not response.text.strip():
+            raise GenerationFault("no_text", "the response contains no text")
+        if self.several_images:
+            return response.text
+        text = text_after_image(response)
+        if not text.strip():
+            raise GenerationFault("text_before_image", "the instruction asks for the text after the image; it comes before")
+        return text
+
     def score(self, instance: Instance, response: Response) -> Check:
         spec = self.read(instance)  # a bad annotation is the user's problem, whatever the response
         count = len(response.of_type("image"))
@@ -186,10 +272,7 @@ class CoherenceTask(Task):
             raise GenerationFault("no_image", "the response contains no image")
         if count > 1 and not self.several_images:
             raise GenerationFault("wrong_image_count", f"expected 1 image, got {count}", image_count=count)
-        text = response.text
-        if not text.strip():
-            raise GenerationFault("no_text", "the response contains no text")
-        claim = self.claim(spec, text)
+        claim = self.claim(spec, self.reply_text(response))
         image = response.images()[-1]
         return self.judge(spec, claim, CoherenceSession(image))
 
@@ -210,6 +293,7 @@ def _product_of(
 # -- count ------------------------------------------------------------------------------------------
 class CoherenceCount(CoherenceTask):
     id = "it_coherence_count"
+    version = 2
     binary = True
 
     def read(self, instance: Instance) -> str:
@@ -219,7 +303,7 @@ class CoherenceCount(CoherenceTask):
         return bare(target[0])
 
     def claim(self, spec: str, text: str) -> int:
-        return parse_count(text)
+        return parse_count(text, lenient=self.strict)
 
     def judge(self, spec: str, claim: int, session: CoherenceSession) -> Check:
         expected = count_letter(claim)
@@ -232,12 +316,13 @@ class CoherenceCount(CoherenceTask):
 
 # -- colour -----------------------------------------------------------------------------------------
 # Objects that are rarely one colour (a microwave's door, a globe's map): the judge is not asked to
-# rule out other major colours for them (published list; compared case-insensitively).
-MULTICOLOURED = frozenset({"microwave", "ball", "tv", "globe", "toothbrush", "knife", "tennis racket", "camera"})
+# rule out other major colours for them.  The published list, spelled as published ("TV").
+MULTICOLOURED: tuple[str, ...] = ("microwave", "ball", "TV", "globe", "toothbrush", "knife", "tennis racket", "camera")
 
 
 class CoherenceColor(CoherenceTask):
     id = "it_coherence_color"
+    version = 2
     binary = True
 
     def read(self, instance: Instance) -> tuple[list[str], list[str]]:
@@ -252,26 +337,36 @@ class CoherenceColor(CoherenceTask):
 
     def claim(self, spec: tuple[list[str], list[str]], text: str) -> list[tuple[str, str]]:
         objects, colors = spec
-        mapping = first_json(text, dict)
-        if mapping is None:
+        mapping = first_json(text, dict) if self.strict else published_object(text)
+        if not mapping:
             raise fault("missing_color_map", "the text has no JSON object mapping objects to colours", text)
-        if not all(isinstance(v, str) for v in mapping.values()):
-            raise fault("color_map_mismatch", "the colours must be strings", text, color_map=mapping)
-        keys = match_names(list(mapping), objects)
-        values = match_names(list(mapping.values()), colors)
-        if keys is None or values is None:
+        assigned = self._assignment(mapping, objects, colors)
+        if assigned is None:
             raise fault(
                 "color_map_mismatch",
                 f"the map must give each of {objects} a different colour from {colors}",
                 text,
                 color_map=mapping,
             )
-        assigned = dict(zip(keys, values))
         return [(name, assigned[name]) for name in objects]
 
-    @staticmethod
-    def description(name: str, colour: str) -> str:
-        if _key(name) in MULTICOLOURED:
+    def _assignment(self, mapping: dict[str, Any], objects: list[str], colors: list[str]) -> dict[str, str] | None:
+        """object -> colour in the annotation's spelling, or None when the map does not fit."""
+        values = list(mapping.values())
+        if not all(isinstance(v, str) for v in values):
+            return None
+        if not self.strict:  # published: the key set and the value set, exactly as spelled
+            return dict(mapping) if same_set(list(mapping), objects) and same_set(values, colors) else None
+        keys, colours = match_names(list(mapping), objects), match_names(values, colors)
+        return None if keys is None or colours is None else dict(zip(keys, colours))
+
+    def multicoloured(self, name: str) -> bool:
+        if self.strict:
+            return _key(name) in {_key(m) for m in MULTICOLOURED}
+        return name in MULTICOLOURED
+
+    def description(self, name: str, colour: str) -> str:
+        if self.multicoloured(name):
             return f"exactly one {name}, whose colour is mostly {colour}"
         return f"exactly one {name}, whose colour is mostly {colour}, with no other major colour"
 
@@ -284,7 +379,14 @@ class CoherenceColor(CoherenceTask):
 
 
 # -- size -------------------------------------------------------------------------------------------
-# How "bigger" reads for each ``relation`` of the data.
+# How "bigger" reads for each ``relation`` of the data: as published, and this project's wording.
+PUBLISHED_COMPARATIVES: Mapping[str, str] = {
+    "size": "larger",
+    "area": "larger",
+    "volume": "bigger",
+    "length": "longer",
+    "height": "higher",
+}
 COMPARATIVES: Mapping[str, str] = {
     "size": "larger",
     "area": "larger in area",
@@ -296,48 +398,62 @@ COMPARATIVES: Mapping[str, str] = {
 
 class CoherenceSize(CoherenceTask):
     id = "it_coherence_size"
+    version = 2
     binary = True
 
-    def read(self, instance: Instance) -> tuple[list[str], str]:
+    def read(self, instance: Instance) -> tuple[list[str], str, str | None]:
         objects = texts_of(instance, require_field(instance, "object", "objects"), "object")
         if len(objects) < 2 or len({_key(o) for o in objects}) != len(objects):
             raise invalid(instance, f"object must name at least two distinct objects, got {objects!r}")
         relation = text_of(instance, require_field(instance, "relation"), "relation").lower()
         if relation not in COMPARATIVES:
             raise invalid(instance, f"relation must be one of {', '.join(COMPARATIVES)}, got {relation!r}")
-        return objects, relation
+        note = instance.data.get("text")
+        return objects, relation, (text_of(instance, note, "text") if note is not None else None)
 
-    def claim(self, spec: tuple[list[str], str], text: str) -> list[str]:
-        objects, _ = spec
-        value = strings_of(first_json(text, list))
-        if value is None:
+    def claim(self, spec: tuple[list[str], str, str | None], text: str) -> list[str]:
+        objects = spec[0]
+        value = strings_of(first_json(text, list) if self.strict else published_list(text))
+        if not value:
             raise fault("missing_ranking", 'the text has no JSON ranking list such as ["a", "b", "c"]', text)
-        ranking = match_names(value, objects)
+        if self.strict:
+            ranking = match_names(value, objects)
+        else:  # published: the set of names is the object set; the first len(object) entries are ranked
+            ranking = value[: len(objects)] if same_set(value, objects) else None
         if ranking is None:
             raise fault("ranking_mismatch", f"the ranking must list each of {objects} once", text, ranking=value)
         return ranking
 
-    def judge(self, spec: tuple[list[str], str], claim: list[str], session: CoherenceSession) -> Check:
-        comparative = COMPARATIVES[spec[1]]
+    def judge(self, spec: tuple[list[str], str, str | None], claim: list[str], session: CoherenceSession) -> Check:
+        _, relation, note = spec
+        comparative = (COMPARATIVES if self.strict else PUBLISHED_COMPARATIVES)[relation]
         pairs = [(claim[i], claim[j]) for i in range(len(claim)) for j in range(i + 1, len(claim))]
         steps = [(f"pair_{k}", pair) for k, pair in enumerate(pairs)]
 
         def ask(step: str, pair: tuple[str, str]) -> bool:
             smaller, larger = pair
             target = f"exactly one {smaller}, exactly one {larger}, and the {larger} is obviously {comparative} than the {smaller}"
-            return session.yes("existence", step=step, target=target)
+            if note is None:
+                return session.yes("existence", step=step, target=target)
+            verdict = session.ask_question(coherence_question("existence_note", target=target, note=note), step=step)
+            assert isinstance(verdict, bool)
+            return verdict
 
         score, components = _product_of(session, steps, ask)
-        return session.check(score, components, ranking=claim, relation=spec[1], pairs=[list(p) for p in pairs])
+        return session.check(score, components, ranking=claim, relation=relation, pairs=[list(p) for p in pairs], note=note)
 
 
 # -- position ---------------------------------------------------------------------------------------
 class _CoherencePosition(CoherenceTask):
-    """Exactly-one gates for every object, then one position MCQ per question (role ``spatial``);
-    each answer must be the model's letter.  Product, stopping at the first failure."""
+    """Exactly-one gates, then one position MCQ per question; each answer must be the model's letter.
+    Every question goes to the task's one role.  Product, stopping at the first failure.
+
+    Gates: ``mmmg`` asks the published existence question of each position question ("exactly one
+    A and exactly one B" / "exactly one A"); ``strict`` asks one exactly-one question per object."""
 
     binary = True
-    roles = ("default", "spatial")
+    version = 2
+    role: ClassVar[str]
     letters: ClassVar[str]
 
     @abstractmethod
@@ -347,23 +463,33 @@ class _CoherencePosition(CoherenceTask):
     @abstractmethod
     def objects(self, spec: Any) -> list[str]: ...
 
+    @abstractmethod
+    def published_gates(self, spec: Any) -> list[str]:
+        """The existence target of each published gate, one per position question."""
+
     def claim(self, spec: Any, text: str) -> list[str]:
-        return parse_letters(text, len(self.questions(spec)), self.letters)
+        return parse_letters(text, len(self.questions(spec)), self.letters, lenient=self.strict)
+
+    def gates(self, spec: Any) -> list[tuple[str, str]]:
+        """(template, target) of each gate question, in asking order."""
+        if self.strict:
+            return [("exactly_one", name) for name in self.objects(spec)]
+        return [("existence", target) for target in self.published_gates(spec)]
 
     def judge(self, spec: Any, claim: list[str], session: CoherenceSession) -> Check:
-        objects = self.objects(spec)
+        gates = self.gates(spec)
         questions = self.questions(spec)
-        gates = [f"exactly_one_{i}" for i in range(len(objects))]
+        gate_steps = [f"exactly_one_{i}" for i in range(len(gates))]
         positions = [f"position_{i}" for i in range(len(questions))]
-        evidence: dict[str, Any] = {"objects": objects, "claimed": claim}
-        for i, name in enumerate(objects):
-            if not session.yes("exactly_one", step=gates[i], target=name):
-                session.skip(*gates[i + 1 :], *positions)
+        evidence: dict[str, Any] = {"objects": self.objects(spec), "claimed": claim}
+        for i, (template, target) in enumerate(gates):
+            if not session.yes(template, step=gate_steps[i], role=self.role, target=target):
+                session.skip(*gate_steps[i + 1 :], *positions)
                 return session.check(0.0, {"exactly_one": 0.0}, **evidence)
         answers: list[str] = []
         components: dict[str, float] = {"exactly_one": 1.0}
         for i, (template, values) in enumerate(questions):
-            answers.append(session.letter(template, step=positions[i], role="spatial", **values))
+            answers.append(session.letter(template, step=positions[i], role=self.role, **values))
             components[positions[i]] = float(answers[-1] == claim[i])
             if answers[-1] != claim[i]:
                 session.skip(*positions[i + 1 :])
@@ -377,6 +503,8 @@ class CoherenceSpacialRelative(_CoherencePosition):
     neither), then whether c is higher/lower than d (A/B/C neither)."""
 
     id = "it_coherence_spacial_relative"
+    role = "spatial_relative"
+    roles = ("spatial_relative",)
     letters = "ABC"
     AXES = ("relative_horizontal", "relative_vertical")
 
@@ -395,6 +523,9 @@ class CoherenceSpacialRelative(_CoherencePosition):
     def objects(self, spec: list[tuple[str, str]]) -> list[str]:
         return list(dict.fromkeys(name for pair in spec for name in pair))
 
+    def published_gates(self, spec: list[tuple[str, str]]) -> list[str]:
+        return [f"exactly one {a} and exactly one {b}" for a, b in spec]
+
     def questions(self, spec: list[tuple[str, str]]) -> list[tuple[str, dict[str, str]]]:
         return [(axis, {"first": a, "second": b}) for axis, (a, b) in zip(self.AXES, spec)]
 
@@ -404,6 +535,8 @@ class CoherenceSpacialAbsolute(_CoherencePosition):
     C top left, D top right); the judge may also answer E (centre), which matches no letter."""
 
     id = "it_coherence_spacial_absolute"
+    role = "spatial_absolute"
+    roles = ("spatial_absolute",)
     letters = "ABCD"
 
     def read(self, instance: Instance) -> list[str]:
@@ -415,21 +548,32 @@ class CoherenceSpacialAbsolute(_CoherencePosition):
     def objects(self, spec: list[str]) -> list[str]:
         return spec
 
+    def published_gates(self, spec: list[str]) -> list[str]:
+        return [f"exactly one {name}" for name in spec]
+
     def questions(self, spec: list[str]) -> list[tuple[str, dict[str, str]]]:
         return [("absolute", {"target": name}) for name in spec]
 
 
 # -- text -------------------------------------------------------------------------------------------
+def published_word_count(text: str) -> int:
+    """Words as the published check counts them: the pieces between single spaces (so two spaces in
+    a row, or a leading space, add an empty "word")."""
+    return len(text.split(" "))
+
+
 class CoherenceOcr(CoherenceTask):
-    """The published instructions ask for 2-10 words; a text outside ``word_range`` scores 0
-    (``text_length``).  The judge reads the text on ``object`` (the whole image when the instance
-    names none)."""
+    """The model's text must have ``word_range`` words (the instructions and the published check say
+    5-10), else 0 (``text_length``).  ``mmmg`` counts as the published check does
+    (:func:`published_word_count`), ``strict`` counts whitespace-separated words.  The judge reads the
+    text on ``object`` (the whole image when the instance names none)."""
 
     id = "it_coherence_ocr"
+    version = 2
     roles = ("ocr",)
     DEFAULT_FORMAT = r"<text>(.*?)</text>"
 
-    def __init__(self, word_range: tuple[int, int] = (2, 10)) -> None:
+    def __init__(self, word_range: tuple[int, int] = (5, 10)) -> None:
         low, high = word_range
         if not 1 <= low <= high:
             raise ValueError(f"word_range must be 1 <= low <= high, got {word_range!r}")
@@ -446,14 +590,14 @@ class CoherenceOcr(CoherenceTask):
     def claim(self, spec: tuple[re.Pattern[str], str | None], text: str) -> str:
         pattern, _ = spec
         match = pattern.search(text[:MAX_SEARCHED_TEXT])
-        written = match.group(1).strip() if match else ""
-        if not written:
+        written = match.group(1) if match else ""
+        if not written.strip():
             raise fault("missing_text", f"the text has nothing in the format {pattern.pattern!r}", text)
-        words = len(written.split())
+        words = len(written.split()) if self.strict else published_word_count(written)
         low, high = self.word_range
         if not low <= words <= high:
             raise fault("text_length", f"{words} words, the instruction asks for {low} to {high}", text, words=words)
-        return written
+        return written.strip()
 
     def judge(self, spec: tuple[re.Pattern[str], str | None], claim: str, session: CoherenceSession) -> Check:
         _, target = spec

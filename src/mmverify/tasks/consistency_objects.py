@@ -1,7 +1,9 @@
 """i_consistency_semantic / _compose / _decompose: one generated image per described state.
 
-Published semantics (version 1): the number of generated images must equal ``len(object)``
-(otherwise 0); image i is asked the existence question for ``object[i]``; score = the product.
+Published semantics (``eval_interleaved.py:IConsistencySemantic.evaluate`` at d341665a, which the
+compose / decompose classes inherit; version 1): the number of generated images must equal
+``len(object)`` (otherwise 0); image i is asked the existence question for ``object[i]``; score =
+the product.  Same rules in both profiles; judge replies are read strictly from their end.
 i_consistency_decompose's ``image_list`` is the input image the model starts from; it is not scored.
 
 A "No" makes the product 0, so later images are not asked about (the evidence lists them as

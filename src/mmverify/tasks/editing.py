@@ -1,17 +1,20 @@
 """Image editing tasks: is the image unchanged outside the edited box, and is the edit right inside it?
 
-Published semantics (version 1, DESIGN §5 "Interleaved image-text"):
+Published semantics (``eval_image.py``: ``IEdit`` and its subclasses, ``IEditAdd``; DESIGN §5):
 
 * The generation must be exactly one image; it is resized to the comparison image's size (PIL
   bicubic).  The annotated ``bbox`` is widened by ``size // margin_divisor`` on every side and
-  clipped; that area is blacked out in both images and SSIM is taken over the whole image, floored
-  at 0 (:func:`~mmverify.verifiers.image.preserve.check_preserved_outside`).  The widened box cut
-  from the resized generation is the *crop* that is then checked.
+  clipped to the image; that area is blacked out in both images and SSIM (scikit-image defaults)
+  is taken over the whole image (:func:`~mmverify.verifiers.image.preserve.check_preserved_outside`),
+  floored at 0 so that scores stay in [0, 1] (the published product could go negative).  The
+  widened box cut from the resized generation is the *crop* that is then checked.
 * i_edit_object_add / _modify (replacing) / _attribute (altering): existence question per object on
-  the crop, mean; i_edit_object_remove: absence question per object, mean; i_edit_text_add /
-  _alter: OCR of the crop, ``1 - min(WER, 1)`` against ``text`` (an empty ``text`` means the text
-  must be gone: an empty reading scores 1, any reading 0).  The comparison image is the source
-  (``image_list[0]``); margin divisor 20, as in the newest published code for these tasks.
+  the crop, mean; i_edit_object_remove: the same presence question with its verdict inverted (an
+  object counts as removed when the judge answers No), mean; i_edit_text_add / _alter: OCR of the
+  main text of the crop, ``1 - min(WER, 1)`` against ``text`` (an empty ``text`` means the text must
+  be gone: an empty reading scores 1, any reading 0), normalised as the OCR tasks are for the
+  profile (:mod:`.image_ocr`).  The comparison image is the source (``image_list[0]``); margin
+  divisor 20, as in the newest published code for these tasks.
 * i_edit_add / i_edit_color (interleaved adding / colour altering): the comparison image is the
   ground-truth edit (``ref_image_list[0]``), margin divisor 10, and the crop is compared with the
   same box of the ground truth by DreamSim (``image_similarity`` backend).
@@ -34,9 +37,9 @@ from ..core.types import Check, Instance
 from ..verifiers.image.fill import Box
 from ..verifiers.image.preserve import check_preserved_outside, edited_crop, resize_to, widen_box
 from ..verifiers.image.ssim import DEFAULT_WIN
-from ..verifiers.vlm.ocr import ocr_accuracy
 from .base import Task, require_field
 from .image_judged import JudgedImageTask, JudgeSession, invalid, texts_of
+from .image_ocr import normalizer, word_accuracy
 from .media import instance_images
 from .response import Response
 
@@ -144,8 +147,8 @@ class _JudgedEdit(JudgedImageTask):
 
 
 class _ObjectEdit(_JudgedEdit):
-    template: ClassVar[str] = "existence"
     component: ClassVar[str] = "objects_present"
+    inverted: ClassVar[bool] = False  # removal: the presence verdict counts when it is "No"
 
     def targets(self, instance: Instance) -> list[str]:
         return texts_of(instance, require_field(instance, "object", "objects"), "object")
@@ -154,9 +157,9 @@ class _ObjectEdit(_JudgedEdit):
         return [f"object_{i}" for i in range(len(spec))]
 
     def judge(self, spec: list[str], session: JudgeSession) -> Check:
-        verdicts = [session.yes(self.template, step=s, target=o) for s, o in zip(self.judge_steps(spec), spec)]
-        mean = sum(map(float, verdicts)) / len(verdicts)
-        return session.check(mean, {self.component: mean}, objects=spec, verdicts=verdicts)
+        present = [session.yes("existence", step=s, target=o) for s, o in zip(self.judge_steps(spec), spec)]
+        mean = sum(float(p != self.inverted) for p in present) / len(present)
+        return session.check(mean, {self.component: mean}, objects=spec, present=present)
 
 
 class EditObjectAdd(_ObjectEdit):
@@ -165,8 +168,9 @@ class EditObjectAdd(_ObjectEdit):
 
 class EditObjectRemove(_ObjectEdit):
     id = "i_edit_object_remove"
-    template = "absence"
+    version = 2
     component = "objects_absent"
+    inverted = True
 
 
 class EditObjectModify(_ObjectEdit):
@@ -178,7 +182,21 @@ class EditObjectAttribute(_ObjectEdit):
 
 
 class _TextEdit(_JudgedEdit):
+    """``normalization`` "mmmg" (published) or "unicode" (strict), as for the OCR tasks."""
+
+    version = 2
     roles = ("ocr",)
+
+    def __init__(self, normalization: str = "mmmg") -> None:
+        normalizer(normalization)  # validates
+        self.normalization = normalization
+
+    @classmethod
+    def profile_params(cls, profile: str) -> Mapping[str, Any]:
+        return {"normalization": "unicode" if profile == "strict" else "mmmg"}
+
+    def params(self) -> Mapping[str, Any]:
+        return {**super().params(), "normalization": self.normalization}
 
     def targets(self, instance: Instance) -> str:
         """``text`` as a string; unlike the OCR tasks an empty string is valid (text removal)."""
@@ -193,7 +211,7 @@ class _TextEdit(_JudgedEdit):
 
     def judge(self, spec: str, session: JudgeSession) -> Check:
         reading = session.texts("ocr", step="ocr", role="ocr")
-        accuracy, rate = ocr_accuracy(spec, reading)
+        accuracy, rate = word_accuracy([spec], [reading], normalizer(self.normalization))
         return session.check(accuracy, {"ocr_accuracy": accuracy, "wer": rate}, reference=spec, reading=reading)
 
 
@@ -214,7 +232,7 @@ class _ReferenceEdit(Task):
         return {"margin_divisor": self.margin_divisor, "resample": RESAMPLE}
 
     def read(self, instance: Instance) -> tuple[list[float], Any]:
-        # the published i_edit_color rows carry only `instruction`: say everything that is missing
+        # an instance without the images or the box cannot be scored: say everything that is missing
         missing = [name for name in self.needed if instance.data.get(name) is None]
         if missing:
             raise invalid(

@@ -1,17 +1,28 @@
 """The image tasks scored by asking a vision-language judge about the one generated image.
 
-Published combinations (DESIGN §5):
+Published combinations (``eval_image.py`` of the MMMG pipeline; DESIGN §5):
 
-* i_object_include -- scene check x mean(object present); i_object_exclude -- scene x mean(absent);
-* i_object_count -- counting MCQ; the answer's letter must be the annotated count's letter (binary);
+* i_object_include -- scene check x mean(object present); i_object_exclude -- scene check x
+  mean(object absent), where absence is the *presence* question with its verdict inverted;
+* i_object_count -- one counting MCQ chosen by the annotated count: counts up to 6 get options
+  "fewer than 3 / none", 3, 4, 5, 6, "more than 6"; counts 7-10 get options 7, 8, 9, 10, "fewer
+  than 7", "more than 10"; the answer must be the option naming the count (binary);
 * i_object_attribute / _cot / _commonsense, i_relation_two / _all -- existence per object, mean;
-* i_spacial_relative -- exactly-one gates for both objects, then the relative-position MCQ (binary);
+* i_spacial_relative -- an exactly-one gate, then the left/right or above/below MCQ (binary);
 * i_spacial_absolute -- per constraint an exactly-one gate, then the quadrant MCQ; product.
 
-The OCR tasks live in :mod:`.image_ocr`.  Judges come from the model hub by role: ``"spatial"``
-for position questions, ``"default"`` for everything else here.  A gate that fails makes the
-product 0, so the questions behind it are not asked (the evidence lists them as ``not_asked``):
-for a reward, every judge call saved counts.
+Profiles: ``mmmg`` asks what the published evaluator asks (the gates are the existence question
+about "exactly one X [and exactly one Y]"); ``strict`` asks each object's exactly-one question on
+its own, and asks every counting item the same first question, following up with the 7-10
+question only when the judge answered "more than 6" (the options offered never depend on the
+expected answer).
+
+The OCR tasks live in :mod:`.image_ocr`.  Judges come from the model hub by role:
+``"spatial_relative"`` / ``"spatial_absolute"`` for everything the position tasks ask (their gates
+included, so one judge decides the whole item; both fall back to ``"spatial"``, then ``"default"``),
+``"default"`` for everything else here.  A gate that fails makes the product 0, so the questions
+behind it are not asked (the evidence lists them as ``not_asked``): for a reward, every judge call
+saved counts.
 """
 
 from __future__ import annotations
@@ -26,7 +37,14 @@ from ..core.errors import ErrorCode, ScoringError
 from ..core.types import Check, Instance
 from ..models.judge_config import judge_identities
 from ..verifiers.vlm.record import JudgeRecord, Verdict
-from ..verifiers.vlm.templates import TEMPLATE_VERSION, count_letter, quadrant_letter, question, relative_key
+from ..verifiers.vlm.templates import (
+    TEMPLATE_VERSION,
+    count_letter,
+    count_more_letter,
+    quadrant_letter,
+    question,
+    relative_key,
+)
 from .base import Task, require_field
 from .response import Response
 
@@ -128,8 +146,8 @@ def _mean(values: Sequence[float]) -> float:
 
 # -- scene x objects -------------------------------------------------------------------------------
 class _SceneObjects(JudgedImageTask):
-    object_template: ClassVar[str]
     component: ClassVar[str]
+    inverted: ClassVar[bool] = False  # exclusion: the presence verdict counts when it is "No"
 
     def read(self, instance: Instance) -> tuple[str, list[str]]:
         """``object: [scene, obj, ...]`` as published; also ``{"scene": .., "object(s)": ..}`` or a
@@ -153,30 +171,60 @@ class _SceneObjects(JudgedImageTask):
         if not session.yes("scene", step="scene", target=scene):
             session.skip(*steps)
             return session.check(0.0, {"scene": 0.0}, scene=scene, objects=objects)
-        verdicts = [float(session.yes(self.object_template, step=s, target=o)) for s, o in zip(steps, objects)]
-        mean = _mean(verdicts)
-        return session.check(mean, {"scene": 1.0, self.component: mean}, scene=scene, objects=objects)
+        present = [session.yes("existence", step=s, target=o) for s, o in zip(steps, objects)]
+        mean = _mean([float(p != self.inverted) for p in present])
+        return session.check(mean, {"scene": 1.0, self.component: mean}, scene=scene, objects=objects, present=present)
 
 
 class ObjectInclude(_SceneObjects):
     id = "i_object_include"
-    object_template = "existence"
     component = "objects_present"
 
 
 class ObjectExclude(_SceneObjects):
+    """Each object is asked about with the presence question; "No" is what passes."""
+
     id = "i_object_exclude"
-    object_template = "absence"
+    version = 2
     component = "objects_absent"
+    inverted = True
 
 
 # -- counting --------------------------------------------------------------------------------------
+MIN_COUNT, MAX_COUNT = 3, 10  # the counts the two option sets can confirm exactly
+COUNT_STAGES = ("by_count", "two_stage")
+
+
 class ObjectCount(JudgedImageTask):
     """The ``count`` field is the truth (two published instructions state another number in their
-    text: line 11 says 4 pumpkins with count 5, line 25 says 8 windmills with count 7)."""
+    text: line 11 says 4 pumpkins with count 5, line 25 says 8 windmills with count 7).
+
+    ``stages="by_count"`` (mmmg): one question, the 3-6 options for counts up to 6 and the 7-10
+    options above.  ``"two_stage"`` (strict): the 3-6 question for every item; for counts above 6
+    the answer must be "more than 6" and the 7-10 question must then name the count.
+
+    The published code expects the letter with value ``count - 2`` (up to 6) or ``count - 6`` (above
+    6), A being 1, in its two prompts; their texts are not in the published sources read, so what is
+    reproduced is the rule those values encode -- the option naming the count -- with the 7-10
+    letters exactly as published (A = 7 ... D = 10).  Counts outside 3-10 cannot be confirmed by
+    either option set and are refused as invalid instances (the published rows count 3 to 10).
+    """
 
     id = "i_object_count"
+    version = 2
     binary = True
+
+    def __init__(self, stages: str = "by_count") -> None:
+        if stages not in COUNT_STAGES:
+            raise ValueError(f"stages must be one of {', '.join(COUNT_STAGES)}, got {stages!r}")
+        self.stages = stages
+
+    @classmethod
+    def profile_params(cls, profile: str) -> Mapping[str, Any]:
+        return {"stages": "two_stage" if profile == "strict" else "by_count"}
+
+    def params(self) -> Mapping[str, Any]:
+        return {**super().params(), "stages": self.stages}
 
     def read(self, instance: Instance) -> tuple[str, int]:
         target = texts_of(instance, require_field(instance, "object", "objects"), "object")
@@ -190,17 +238,27 @@ class ObjectCount(JudgedImageTask):
             count = int(raw)
         elif isinstance(raw, str) and raw.strip().isdigit():
             count = int(raw.strip())
-        if count is None or count < 0:
-            raise invalid(instance, f"count must be a non-negative integer, got {raw!r}")
+        if count is None or not MIN_COUNT <= count <= MAX_COUNT:
+            raise invalid(instance, f"count must be an integer from {MIN_COUNT} to {MAX_COUNT}, got {raw!r}")
         return bare(target[0]), count
 
     def judge(self, spec: tuple[str, int], session: JudgeSession) -> Check:
         target, count = spec
-        expected = count_letter(count)
-        answered = session.letter("count", step="count", target=target)
+        if self.stages == "by_count":
+            asked = [("count", count_letter(count))] if count <= 6 else [("count_more", count_more_letter(count))]
+        else:
+            asked = [("count", count_letter(count))] + ([("count_more", count_more_letter(count))] if count > 6 else [])
+        expected: list[str] = []
+        answered: list[str] = []
+        for template, letter in asked:
+            expected.append(letter)
+            answered.append(session.letter(template, step=template, target=target))
+            if answered[-1] != letter:
+                session.skip(*(t for t, _ in asked[len(answered) :]))
+                break
         match = float(answered == expected)
         return session.check(
-            match, {"count_match": match}, object=target, count=count, expected_letter=expected, answered_letter=answered
+            match, {"count_match": match}, object=target, count=count, expected_letters=expected, answered_letters=answered
         )
 
 
@@ -256,12 +314,58 @@ def _constraints(instance: Instance, width: int) -> list[list[Any]]:
     return rows
 
 
-class SpacialRelative(JudgedImageTask):
-    """Both objects must each appear exactly once before their relative position is asked."""
+GATE_KINDS = ("existence", "exactly_one")
+
+
+def exactly_one_of(names: Sequence[str]) -> str:
+    """The existence target the published gates use: "exactly one cat and exactly one dog"."""
+    return " and ".join(f"exactly one {name}" for name in names)
+
+
+class _Spatial(JudgedImageTask):
+    """Gates then position questions, all to one role.  ``gates="existence"`` (mmmg): per
+    constraint one existence question about exactly one of each object it names;
+    ``"exactly_one"`` (strict): the exactly-one question about each object on its own."""
+
+    binary = True
+    role: ClassVar[str]
+
+    def __init__(self, gates: str = "existence") -> None:
+        if gates not in GATE_KINDS:
+            raise ValueError(f"gates must be one of {', '.join(GATE_KINDS)}, got {gates!r}")
+        self.gates = gates
+
+    @classmethod
+    def profile_params(cls, profile: str) -> Mapping[str, Any]:
+        return {"gates": "exactly_one" if profile == "strict" else "existence"}
+
+    def params(self) -> Mapping[str, Any]:
+        return {**super().params(), "gates": self.gates}
+
+    def gate(self, step: str, names: Sequence[str]) -> tuple[str, str, str]:
+        """(step, template, target) of the gate about ``names`` (one name for "exactly_one")."""
+        if self.gates == "existence":
+            return step, "existence", exactly_one_of(names)
+        [name] = names
+        return step, "exactly_one", name
+
+    def passes_gates(self, gates: list[tuple[str, str, str]], later: Sequence[str], session: JudgeSession) -> bool:
+        """Ask the gates in order; at the first "No" skip the rest (and ``later``) and say so."""
+        for i, (step, template, target) in enumerate(gates):
+            if not session.yes(template, step=step, role=self.role, target=target):
+                session.skip(*(g[0] for g in gates[i + 1 :]), *later)
+                return False
+        return True
+
+
+class SpacialRelative(_Spatial):
+    """The objects must each appear exactly once before their relative position is asked; every
+    constraint must hold (the published rows have one)."""
 
     id = "i_spacial_relative"
-    binary = True
-    roles = ("default", "spatial")
+    version = 2
+    role = "spatial_relative"
+    roles = (role,)
 
     def read(self, instance: Instance) -> list[tuple[str, str, str, str, str]]:
         specs = []
@@ -274,28 +378,32 @@ class SpacialRelative(JudgedImageTask):
         return specs
 
     def judge(self, spec: list[tuple[str, str, str, str, str]], session: JudgeSession) -> Check:
-        objects = list(dict.fromkeys(name for first, second, *_ in spec for name in (first, second)))
-        gates = [f"exactly_one_{i}" for i in range(len(objects))]
+        if self.gates == "existence":  # one question per constraint about both of its objects
+            gates = [self.gate(f"gate_{i}", (s[0], s[1])) for i, s in enumerate(spec)]
+        else:
+            names = dict.fromkeys(name for s in spec for name in (s[0], s[1]))
+            gates = [self.gate(f"exactly_one_{i}", (name,)) for i, name in enumerate(names)]
         positions = [f"position_{i}" for i in range(len(spec))]
-        evidence: dict[str, Any] = {"objects": objects, "expected": [s[4] for s in spec]}
-        for i, name in enumerate(objects):
-            if not session.yes("exactly_one", step=gates[i], target=name):
-                session.skip(*gates[i + 1 :], *positions)
-                return session.check(0.0, {"exactly_one": 0.0}, **evidence)
-        answers = [
-            session.letter(template, step=step, role="spatial", first=first, second=second)
-            for step, (first, second, _, template, _) in zip(positions, spec)
-        ]
-        correct = float(all(a == s[4] for a, s in zip(answers, spec)))
+        evidence: dict[str, Any] = {"objects": [[s[0], s[1]] for s in spec], "expected": [s[4] for s in spec]}
+        if not self.passes_gates(gates, positions, session):
+            return session.check(0.0, {"exactly_one": 0.0}, **evidence)
+        answers = []
+        for step, (first, second, _, template, expected) in zip(positions, spec):
+            answers.append(session.letter(template, step=step, role=self.role, first=first, second=second))
+            if answers[-1] != expected:
+                session.skip(*positions[len(answers) :])
+                break
+        correct = float(answers == [s[4] for s in spec])
         return session.check(correct, {"exactly_one": 1.0, "position": correct}, answered=answers, **evidence)
 
 
-class SpacialAbsolute(JudgedImageTask):
+class SpacialAbsolute(_Spatial):
     """Per constraint: the object appears exactly once, then lies in the asked quadrant; product."""
 
     id = "i_spacial_absolute"
-    binary = True
-    roles = ("default", "spatial")
+    version = 2
+    role = "spatial_absolute"
+    roles = (role,)
 
     def read(self, instance: Instance) -> list[tuple[str, str, str]]:
         specs = []
@@ -310,13 +418,13 @@ class SpacialAbsolute(JudgedImageTask):
         components: dict[str, float] = {}
         answers: list[str] = []
         evidence = {"objects": [s[0] for s in spec], "expected": [s[2] for s in spec]}
+        gates = [self.gate(f"exactly_one_{i}", (name,)) for i, (name, _, _) in enumerate(spec)]
         for i, (name, _, expected) in enumerate(spec):
-            later = [step for j in range(i + 1, len(spec)) for step in (f"exactly_one_{j}", f"position_{j}")]
-            if not session.yes("exactly_one", step=f"exactly_one_{i}", target=name):
+            later = [step for j in range(i + 1, len(spec)) for step in (gates[j][0], f"position_{j}")]
+            if not self.passes_gates([gates[i]], [f"position_{i}", *later], session):
                 components[f"constraint_{i}"] = 0.0
-                session.skip(f"position_{i}", *later)
                 return session.check(0.0, components, answered=answers, **evidence)
-            answers.append(session.letter("absolute", step=f"position_{i}", role="spatial", target=name))
+            answers.append(session.letter("absolute", step=f"position_{i}", role=self.role, target=name))
             components[f"constraint_{i}"] = float(answers[-1] == expected)
             if answers[-1] != expected:
                 session.skip(*later)

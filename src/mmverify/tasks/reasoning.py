@@ -1,17 +1,22 @@
-"""Reasoning tasks of the interleaved image-text group (DESIGN §5, "reasoning").
+"""Reasoning tasks of the interleaved image-text group (DESIGN §5, "reasoning").  Published rules:
+``eval_interleaved.py`` (``ITCoherenceMath``, ``ITCoherenceCode``) at d341665a.
 
 * it_coherence_math -- the text must contain ``<<description>>``; a text-only LLM (role ``llm``)
   decides whether that description is the ground-truth ``pattern``, and a VLM whether the *last*
-  image draws it; score = product (binary).  ``image_list`` / ``ref_image_list`` are the puzzle
-  shown to the model and are not needed to score.
-* it_coherence_code -- the *last* image against the reference: score = DreamSim(last image,
-  reference) x [the VLM confirms ``object`` in the last image].  The reference is the instance's
-  ``ref_image_list`` image when it has one (the published pipeline's 1024x1024 renderings), else
-  the SVG code of the instance (``svg`` field, or the ``<svg>...</svg>`` in the instruction)
-  rendered here at 1024x1024 on white by :func:`mmverify.verifiers.image.svg.render_svg`, which
-  fetches nothing.  The published rows are of two kinds -- SVG code without ``object``, and HTML
-  layouts with ``object`` but no reference -- so a factor whose input the row lacks is left out
-  (``components`` shows which were scored); a row with neither is ``invalid_instance``.
+  image draws it (one pattern, no question mark left); score = product (binary).  ``mmmg`` reads
+  the description as the published pattern does (on one line); ``strict`` also reads one that
+  spans lines.  ``image_list`` / ``ref_image_list`` are the puzzle shown to the model and are not
+  needed to score.
+* it_coherence_code -- the *last* image: score = [the judge accepts it] x DreamSim(last image,
+  reference).  The judgement is an existence question on the description (``caption``, or
+  ``object`` in the published 20-row file), or -- for rows with ``criteria`` -- a criteria question
+  whose reply ends with ``VERDICT: PASS`` / ``VERDICT: FAIL`` (more than half of the criteria must
+  hold).  The reference is the row's ``ref_image_list`` image (the published 1024x1024 renderings);
+  rows without one fall back to the SVG code of the row (``svg`` field, or the ``<svg>...</svg>`` in
+  the instruction) rendered here at 1024x1024 on white by
+  :func:`mmverify.verifiers.image.svg.render_svg`, which fetches nothing; a row with a reference and
+  no description is scored by DreamSim alone; a row with neither is ``invalid_instance``.
+  ``components`` shows which factors were scored.  Same rules in both profiles.
 
 Both accept several images (the reply may illustrate its reasoning) and need some text.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
@@ -28,15 +34,33 @@ from ..core.errors import ErrorCode, ScoringError
 from ..core.types import Check, Instance
 from ..verifiers.image.svg import PUBLISHED_SIZE, WHITE, SvgError, SvgRendererUnavailable, find_svg, render_svg
 from ..verifiers.vlm.coherence_templates import coherence_question
+from ..verifiers.vlm.parse import parse_verdict
+from ..verifiers.vlm.record import DEFAULT_MAX_TOKENS
+from ..verifiers.vlm.templates import CODE_TEMPLATE_VERSION, Question, code_criteria_question
 from .base import require_field
-from .coherence import CoherenceSession, CoherenceTask, fault
-from .image_judged import invalid, text_of
+from .coherence import MAX_SEARCHED_TEXT, CoherenceSession, CoherenceTask, fault
+from .image_judged import invalid, text_of, texts_of
 from .media import instance_images
 
 
 # -- math -------------------------------------------------------------------------------------------
+_PATTERN_ONE_LINE = re.compile(r"<<(.*?)>>")
+_PATTERN_ANY_LINES = re.compile(r"<<(.*?)>>", re.DOTALL)
+
+
+def parse_pattern(text: str, multiline: bool) -> str:
+    """The first ``<<description>>`` (within one line unless ``multiline``), without the braces the
+    instruction's ``<<{...}>>`` template invites; GenerationFault when there is none or it is empty."""
+    match = (_PATTERN_ANY_LINES if multiline else _PATTERN_ONE_LINE).search(text[:MAX_SEARCHED_TEXT])
+    written = match.group(1).strip().removeprefix("{").removesuffix("}").strip() if match else ""
+    if not written:
+        raise fault("missing_pattern", "the text has no <<pattern description>>", text)
+    return written
+
+
 class CoherenceMath(CoherenceTask):
     id = "it_coherence_math"
+    version = 2
     binary = True
     several_images = True
     roles = ("llm", "default")
@@ -45,12 +69,7 @@ class CoherenceMath(CoherenceTask):
         return text_of(instance, require_field(instance, "pattern"), "pattern")
 
     def claim(self, spec: str, text: str) -> str:
-        match = re.search(r"<<(.*?)>>", text, re.DOTALL)
-        # the instruction shows the answer as <<{...}>>; models copy the braces
-        written = match.group(1).strip().removeprefix("{").removesuffix("}").strip() if match else ""
-        if not written:
-            raise fault("missing_pattern", "the text has no <<pattern description>>", text)
-        return written
+        return parse_pattern(text, multiline=self.strict)
 
     def judge(self, spec: str, claim: str, session: CoherenceSession) -> Check:
         text_ok = session.ask_question(
@@ -74,8 +93,50 @@ def _rendered(svg: str, size: int, background: tuple[int, int, int] | None) -> t
     return pixels, len(result.refused)
 
 
+@dataclass(frozen=True)
+class CodeSpec:
+    description: str | None  # ``caption`` or ``object``
+    criteria: tuple[str, ...]  # empty: an existence question on the description
+    reference: np.ndarray | None = field(compare=False)
+    about: Mapping[str, Any] = field(compare=False)
+
+
+def ask_verdict(session: CoherenceSession, question: Question, *, step: str, role: str = "default") -> bool:
+    """Ask a ``verdict`` question about the session's image and record it like every judge exchange
+    (:class:`~mmverify.verifiers.vlm.record.JudgeRecord`): a failing judge is ``judge_failed``, a reply
+    without a final ``VERDICT: PASS`` / ``VERDICT: FAIL`` is ``judge_unparseable``."""
+    judge = session.judge(role)
+    judge_id = str(getattr(judge, "model_id", type(judge).__name__))
+    where = f"{step} ({question.template_ref}, judge {judge_id!r})"
+    try:
+        reply = judge.ask(question.prompt, [session.image], max_tokens=DEFAULT_MAX_TOKENS)
+    except ScoringError as exc:
+        raise ScoringError(exc.code, f"{where}: {exc.message}") from None
+    except Exception as exc:  # a client that leaks a transport error still must not yield a score
+        raise ScoringError(ErrorCode.JUDGE_FAILED, f"{where}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(reply, str):
+        raise ScoringError(ErrorCode.JUDGE_FAILED, f"{where}: the judge returned {type(reply).__name__}, not text")
+    try:
+        verdict = parse_verdict(reply)
+    except ScoringError as exc:
+        raise ScoringError(exc.code, f"{where}: {exc.message}") from None
+    session.record.entries.append(
+        {
+            "step": step,
+            "template": question.template_ref,
+            "role": role,
+            "judge": judge_id,
+            "prompt": question.prompt,
+            "reply": reply,
+            "verdict": verdict,
+        }
+    )
+    return verdict
+
+
 class CoherenceCode(CoherenceTask):
     id = "it_coherence_code"
+    version = 2
     several_images = True
 
     def __init__(self, render_size: int = PUBLISHED_SIZE, background: tuple[int, int, int] | None = WHITE) -> None:
@@ -88,15 +149,28 @@ class CoherenceCode(CoherenceTask):
 
     def params(self) -> Mapping[str, Any]:
         background = None if self.background is None else list(self.background)
-        return {**super().params(), "render_size": self.render_size, "background": background}
+        return {
+            **super().params(),
+            "code_templates": CODE_TEMPLATE_VERSION,
+            "render_size": self.render_size,
+            "background": background,
+        }
 
-    def read(self, instance: Instance) -> tuple[str | None, np.ndarray | None, dict[str, Any]]:
+    def read(self, instance: Instance) -> CodeSpec:
         data = instance.data
-        target = text_of(instance, data["object"], "object") if data.get("object") is not None else None
+        raw = next((data[name] for name in ("caption", "object") if data.get(name) is not None), None)
+        description = None if raw is None else text_of(instance, raw, "caption")
+        criteria: tuple[str, ...] = ()
+        if data.get("criteria") is not None:
+            if description is None:
+                raise invalid(instance, "has criteria but no caption (or object) describing the figure")
+            if not isinstance(data["criteria"], list):
+                raise invalid(instance, f"criteria must be a list of strings, got {data['criteria']!r}")
+            criteria = tuple(texts_of(instance, data["criteria"], "criteria"))
         reference, about = self.reference(instance)
-        if target is None and reference is None:
-            raise invalid(instance, "needs an object to look for, a ref_image_list image or SVG code, and has none")
-        return target, reference, about
+        if description is None and reference is None:
+            raise invalid(instance, "needs a caption (or object) to judge, a ref_image_list image or SVG code, and has none")
+        return CodeSpec(description, criteria, reference, about)
 
     def reference(self, instance: Instance) -> tuple[np.ndarray | None, dict[str, Any]]:
         data = instance.data
@@ -105,9 +179,9 @@ class CoherenceCode(CoherenceTask):
             indices = refs if isinstance(refs, list) else [refs]
             return instance_images(instance, indices[:1])[0], {"reference": f"ref_image_list[0] = {indices[0]}"}
         svg = data.get("svg")
-        field = "svg"
+        source = "svg"
         if svg is None and isinstance(data.get("instruction"), str):
-            svg, field = find_svg(data["instruction"]), "instruction"
+            svg, source = find_svg(data["instruction"]), "instruction"
         if svg is None:
             return None, {"reference": None}
         if not isinstance(svg, str):
@@ -120,23 +194,33 @@ class CoherenceCode(CoherenceTask):
             from ..models.base import ModelUnavailable
 
             raise ModelUnavailable("svg-renderer", str(exc)) from None
-        return pixels, {"reference": f"svg ({field})", "reference_refused_resources": refused}
+        return pixels, {"reference": f"svg ({source})", "reference_refused_resources": refused}
 
     def claim(self, spec: Any, text: str) -> None:
         return None  # the text is the model's code and explanation; only the image is scored
 
-    def judge(self, spec: tuple[str | None, np.ndarray | None, dict[str, Any]], claim: None, session: CoherenceSession) -> Check:
-        target, reference, about = spec
+    def accepted(self, spec: CodeSpec, session: CoherenceSession) -> tuple[str, bool] | None:
+        """(component, verdict) of the judge's look at the last image; None for rows with no description."""
+        if spec.description is None:
+            return None
+        if spec.criteria:
+            return "criteria", ask_verdict(session, code_criteria_question(spec.description, spec.criteria), step="criteria")
+        return "exists", session.yes("existence", step="object", target=spec.description)
+
+    def judge(self, spec: CodeSpec, claim: None, session: CoherenceSession) -> Check:
         components: dict[str, float] = {}
-        evidence: dict[str, Any] = {"object": target, **about}
-        if target is not None:
-            components["exists"] = float(session.yes("existence", step="object", target=target))
-            if not components["exists"]:
-                if reference is not None:
+        evidence: dict[str, Any] = {"caption": spec.description, **spec.about}
+        if spec.criteria:
+            evidence["criteria"] = list(spec.criteria)
+        judged = self.accepted(spec, session)
+        if judged is not None:
+            components[judged[0]] = float(judged[1])
+            if not judged[1]:
+                if spec.reference is not None:
                     session.skip("similarity")
                 return session.check(0.0, components, **evidence)
-        if reference is not None:
-            components["similarity"], evidence["backend"] = _similarity(session.image, reference)
+        if spec.reference is not None:
+            components["similarity"], evidence["backend"] = _similarity(session.image, spec.reference)
         score = float(np.prod(list(components.values())))
         return session.check(score, components, **evidence)
 

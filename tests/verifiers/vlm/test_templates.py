@@ -22,7 +22,10 @@ from mmverify.verifiers.vlm.templates import (
 
 # Pinned wording: any change to a template changes scores, so it must bump TEMPLATE_VERSION
 # (part of every judged task's result key) and then update this digest.
-TEMPLATES_DIGEST = {1: "1925ef53a5b80d9ab6021cdeefd898666d48d3e763b2796c5600e396ef0a807d"}
+TEMPLATES_DIGEST = {
+    1: "1925ef53a5b80d9ab6021cdeefd898666d48d3e763b2796c5600e396ef0a807d",
+    2: "9c83f40853bce5d3b2833931078d8853f72c3a8b72e28712962da1bf19f06011",
+}
 
 
 def test_template_wording_is_pinned_to_the_version():
@@ -33,7 +36,7 @@ def test_template_wording_is_pinned_to_the_version():
 
 def test_the_template_set():
     assert set(TEMPLATES) == {
-        "existence", "absence", "scene", "exactly_one", "count", "relative_horizontal", "relative_vertical",
+        "existence", "absence", "scene", "exactly_one", "count", "count_more", "relative_horizontal", "relative_vertical",
         "absolute", "ocr", "ocr_object", "ocr_chinese",
     }  # fmt: skip
     for template_id, template in TEMPLATES.items():
@@ -76,7 +79,7 @@ def test_negative_phrasing_and_conservative_chinese():
 
 def test_fill_puts_every_value_in_and_refuses_missing_ones():
     q = question("relative_horizontal", first="surfboard", second="beach umbrella")
-    assert q.template == "relative_horizontal" and q.template_ref == f"relative_horizontal@{TEMPLATE_VERSION}"
+    assert q.template == "relative_horizontal" and q.template_ref == f"relative_horizontal@{TEMPLATES['relative_horizontal'].version}"
     assert "A. The surfboard is to the left of the beach umbrella." in q.prompt
     assert q.kind == "choice" and q.letters == ("A", "B", "C")
     assert "{" not in question("count", target="cats").prompt

@@ -3,7 +3,8 @@
 The self-coherence tasks reuse the image questions of :mod:`.templates` (counting, existence,
 exactly-one, position, OCR of an object).  The math-pattern task needs two more: a *text-only*
 question to an LLM comparing the model's description of a pattern with the ground truth, and a
-question to a VLM whether an image draws the ground-truth pattern.  They follow the same
+question to a VLM whether an image draws the ground-truth pattern; it_coherence_size needs the
+existence question with the judging note some of its rows carry (``existence_note``).  They follow the same
 principles: the criteria and the reasoning come first, a final ``Answer: Yes`` / ``Answer: No``
 line last, read strictly by :func:`~mmverify.verifiers.vlm.parse.parse_yes_no`.
 
@@ -18,7 +19,7 @@ from typing import Mapping
 
 from .templates import Question, Template
 
-COHERENCE_TEMPLATE_VERSION = 1
+COHERENCE_TEMPLATE_VERSION = 2
 
 _YES_NO_END = "Think step by step, then end your reply with a final line `Answer: Yes` or `Answer: No`."
 
@@ -73,6 +74,18 @@ COHERENCE_TEMPLATES: Mapping[str, Template] = {
             "structure you see and then each element with its position and state before deciding; if any "
             "element is wrong, missing where it should be present, or present where it should be missing, "
             "the answer is No. A blank image is No.",
+            "The image must show this one pattern and nothing to be filled in: if it shows several "
+            "patterns (several grids, or the whole puzzle again) or still contains a question mark, the "
+            "answer is No.",
+            _YES_NO_END,
+        ),
+        _t(
+            "existence_note",
+            "Look carefully at the image and decide whether it shows the following:\n{target}",
+            "Every part of this description must hold: the objects, how many of each there are, and how "
+            "they compare with each other. For each part, describe what the image actually shows before "
+            "deciding. If any part is missing, wrong, or only ambiguously present, the answer is No.",
+            "Apply this note when you judge: {note}",
             _YES_NO_END,
         ),
     )

@@ -163,3 +163,27 @@ def parse_text_list(reply: str) -> list[str]:
     if items is None:
         raise _unparseable('a JSON list of strings such as ["text"]', reply)
     return items
+
+
+# -- pass / fail verdicts -------------------------------------------------------------------------
+# "VERDICT: PASS", "Final verdict - FAIL", "VERDICT：PASS" (markdown emphasis is removed first)
+_VERDICT_MARKER = re.compile(r"verdict\s*[:：\-]", re.IGNORECASE)
+_VERDICT_VALUE = re.compile(r"(pass|fail)[.!]?", re.IGNORECASE)
+
+
+def parse_verdict(reply: str) -> bool:
+    """True for a final ``VERDICT: PASS``, False for ``VERDICT: FAIL``; anything else raises
+    ``judge_unparseable``.
+
+    Only the value after the *last* ``VERDICT:`` marker is read, and it must be PASS or FAIL alone
+    ("PASS or FAIL" is refused); the per-criterion PASS/FAIL lines of the reasoning never count.
+    """
+    text = reply.translate(_MARKDOWN)
+    last = None
+    for last in _VERDICT_MARKER.finditer(text):
+        pass
+    value = None if last is None else text[last.end() :].split("\n", 1)[0].strip(_WRAPPING)
+    match = _VERDICT_VALUE.fullmatch(value) if value is not None else None
+    if match is None:
+        raise _unparseable("'VERDICT: PASS' or 'VERDICT: FAIL'", reply)
+    return match.group(1).lower() == "pass"

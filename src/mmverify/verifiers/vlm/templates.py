@@ -6,24 +6,28 @@ Principles (from the MMMG study of judge reliability):
   the parsers read only that; a judge that must commit to "Yes" before looking talks itself into it;
 * multiple choice instead of free numbers or positions, with an explicit way out: "fewer than 3 or
   none" / "more than 6" for counts, "neither" for relative positions, "centre" for quadrants;
-* negative phrasing where judges hallucinate: the absence question asks whether the image is *free*
-  of the thing and spells out where it might hide;
-* OCR returns a JSON list, so the reading is data and not prose; Chinese is read conservatively
+* exclusions are checked by asking whether the thing is *present* and inverting the verdict, as
+  the published evaluator does: a judge that leans towards "Yes" then errs towards failing the
+  exclusion, never towards passing it (the ``absence`` template is kept for callers that want the
+  negative phrasing);
+* OCR returns a JSON list, so the reading is data and not prose; only the main text is read (small
+  or unclear text is ignored, as the published OCR prompts ask); Chinese is read conservatively
   (only characters the judge is sure of) because judges "read" the characters they expect.
 
 Templates are data.  Changing any wording changes scores, so it must come with a new
-``TEMPLATE_VERSION`` (tasks put it in ``params()``, which is part of every result key).
+``TEMPLATE_VERSION`` (tasks put it in ``params()``, which is part of every result key) and a new
+``version`` on the changed templates (the evidence names each question as ``<id>@<version>``).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Literal, Mapping, Sequence
 
-TEMPLATE_VERSION = 1
+TEMPLATE_VERSION = 2
 
-AnswerKind = Literal["yes_no", "choice", "text_list"]
+AnswerKind = Literal["yes_no", "choice", "text_list", "verdict"]
 
 _YES_NO_END = "Think step by step, then end your reply with a final line `Answer: Yes` or `Answer: No`."
 _CHOICE_END = (
@@ -42,9 +46,11 @@ class Template:
     kind: AnswerKind
     text: str  # str.format placeholders; literal braces in the text are doubled
     letters: tuple[str, ...] = ()  # option letters, for ``choice`` templates
+    version: int = 1  # this template's wording version (bumped with the wording)
 
     def fill(self, **values: str) -> "Question":
-        return Question(template=self.id, kind=self.kind, prompt=self.text.format(**values), letters=self.letters)
+        prompt = self.text.format(**values)
+        return Question(template=self.id, kind=self.kind, prompt=prompt, letters=self.letters, version=self.version)
 
 
 @dataclass(frozen=True)
@@ -55,14 +61,15 @@ class Question:
     kind: AnswerKind
     prompt: str
     letters: tuple[str, ...] = ()
+    version: int = 1
 
     @property
     def template_ref(self) -> str:
-        return f"{self.template}@{TEMPLATE_VERSION}"
+        return f"{self.template}@{self.version}"
 
 
-def _t(id: str, kind: AnswerKind, *paragraphs: str, letters: str = "") -> Template:
-    return Template(id, kind, "\n\n".join(paragraphs), tuple(letters))
+def _t(id: str, kind: AnswerKind, *paragraphs: str, letters: str = "", version: int = 1) -> Template:
+    return Template(id, kind, "\n\n".join(paragraphs), tuple(letters), version)
 
 
 # -- counting ---------------------------------------------------------------------------------------
@@ -73,6 +80,15 @@ COUNT_OPTIONS: tuple[tuple[str, str], ...] = (
     ("D", "5"),
     ("E", "6"),
     ("F", "more than 6"),
+)
+# the question for counts above 6; the letters of 7..10 are those the published evaluator expects
+COUNT_MORE_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("A", "7"),
+    ("B", "8"),
+    ("C", "9"),
+    ("D", "10"),
+    ("E", "fewer than 7"),
+    ("F", "more than 10"),
 )
 
 # -- absolute position ---------------------------------------------------------------------------
@@ -135,6 +151,15 @@ TEMPLATES: Mapping[str, Template] = {
             letters="ABCDEF",
         ),
         _t(
+            "count_more", "choice",
+            "Count the {target} in the image; there may be many of them. Count every distinct, "
+            "recognisable one, including partly hidden ones, and do not count any of them twice. List "
+            "them one by one, saying where each is, before giving the total.",
+            _options(COUNT_MORE_OPTIONS),
+            _CHOICE_END,
+            letters="ABCDEF",
+        ),
+        _t(
             "relative_horizontal", "choice",
             "Find the {first} and the {second} in the image and compare their horizontal positions, "
             "using the centre of each as seen in the picture (the viewer's left and right).",
@@ -165,25 +190,32 @@ TEMPLATES: Mapping[str, Template] = {
         ),
         _t(
             "ocr", "text_list",
-            "Read all the text that appears in the image. Copy each separate piece of text (a line, a "
-            "sign, a label) exactly as it is written: same spelling, words and numbers. Do not correct, "
-            "translate or complete it, and leave out anything you cannot actually read.",
-            _LIST_END.format(none="the image has no readable text"),
+            "Read the main text in the image: the prominent words a viewer is meant to read, such as a "
+            "title, a sign, a label or a caption. Ignore small or unclear text: fine print, tiny marks "
+            "near the edges or corners, and blurred or partly hidden lettering.",
+            "Copy each separate piece of main text exactly as it is written: same spelling, words and "
+            "numbers, from top to bottom and left to right. Do not correct, translate or complete it.",
+            _LIST_END.format(none="the image has no clearly readable main text"),
+            version=2,
         ),
         _t(
             "ocr_object", "text_list",
-            "Find {target} in the image and read the text written on it. Copy only the text on that "
-            "object, exactly as it is written: same spelling, words and numbers. Do not correct, "
-            "translate or complete it, and leave out anything you cannot actually read.",
-            _LIST_END.format(none="that object is missing or carries no readable text"),
+            "Find {target} in the image and read the main text written on it. Ignore text anywhere "
+            "else, and ignore small or unclear text: fine print, tiny marks near its edges, and blurred "
+            "or partly hidden lettering.",
+            "Copy that text exactly as it is written: same spelling, words and numbers, from top to "
+            "bottom and left to right. Do not correct, translate or complete it.",
+            _LIST_END.format(none="that object is missing or carries no clearly readable main text"),
+            version=2,
         ),
         _t(
             "ocr_chinese", "text_list",
-            "Read the Chinese characters that appear in the image. Be conservative: write down only "
-            "characters you can identify with certainty. Leave out any character that is blurred, "
-            "distorted, incomplete or not a real character, and never fill in a character because a "
-            "word or phrase would usually contain it.",
+            "Read the main Chinese characters in the image, ignoring small or unclear text. Be "
+            "conservative: write down only characters you can identify with certainty. Leave out any "
+            "character that is blurred, distorted, incomplete or not a real character, and never fill "
+            "in a character because a word or phrase would usually contain it.",
             _LIST_END.format(none="there is no character you are sure of"),
+            version=2,
         ),
     )
 }
@@ -194,6 +226,40 @@ def question(template_id: str, **values: str) -> Question:
     return TEMPLATES[template_id].fill(**values)
 
 
+# -- figures judged against criteria (it_coherence_code) -------------------------------------------
+# Kept out of TEMPLATES and versioned on its own, so that it rescores only the task that asks it.
+# The reply ends with ``VERDICT: PASS`` / ``VERDICT: FAIL`` (read by ``parse.parse_verdict``).
+CODE_TEMPLATE_VERSION = 1
+
+CODE_CRITERIA = Template(
+    "code_criteria",
+    "verdict",
+    "\n\n".join(
+        (
+            "The image below was rendered from code written to draw the figure described here. Decide "
+            "whether the image meets the numbered criteria.",
+            "Description of the intended figure:\n{description}",
+            "Criteria:\n{criteria}",
+            "Go through the criteria one at a time. For each, first describe what the image shows in the "
+            "parts the criterion is about -- labels, nodes or cells, edges or arrows, with their colours, "
+            "shapes, positions and text -- and then compare detail by detail. A criterion is met only if "
+            "every detail it names is right: one wrong detail and the whole criterion is not met. Close "
+            "the discussion of each criterion with MET or NOT MET. A blank image meets no criterion.",
+            "The figure passes when strictly more than half of the criteria are met (2 of 3, 3 of 4, 3 of "
+            "5, and so on).",
+            "End your reply with one final line: `VERDICT: PASS` or `VERDICT: FAIL`.",
+        )
+    ),
+    version=CODE_TEMPLATE_VERSION,
+)
+
+
+def code_criteria_question(description: str, criteria: Sequence[str]) -> Question:
+    """The criteria question for one figure; the criteria are numbered from 1 in the given order."""
+    numbered = "\n".join(f"{i}. {criterion}" for i, criterion in enumerate(criteria, start=1))
+    return CODE_CRITERIA.fill(description=description, criteria=numbered)
+
+
 # -- answer keys ------------------------------------------------------------------------------------
 def count_letter(count: int) -> str:
     """The counting option that an annotated count falls in (A below 3, F above 6)."""
@@ -202,6 +268,13 @@ def count_letter(count: int) -> str:
     if count > 6:
         return "F"
     return "BCDE"[count - 3]
+
+
+def count_more_letter(count: int) -> str:
+    """The ``count_more`` option that a count above 6 falls in (A-D for 7-10, F above 10)."""
+    if count <= 6:
+        raise ValueError(f"count_more asks about counts above 6, got {count}")
+    return "F" if count > 10 else "ABCD"[count - 7]
 
 
 def _has(text: str, *words: str) -> bool:
