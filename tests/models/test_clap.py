@@ -18,11 +18,12 @@ from mmverify.models.protocols import AudioTextEmbedder
 SR = 48_000
 
 
-def build_tiny_clap(folder: Path, fusion: bool = False, seed: int = 0) -> Path:
+def build_tiny_clap(folder: Path, fusion: bool = False, seed: int = 0, real_front_end: bool = False) -> Path:
     """Save a random-init ClapModel with tiny text/audio towers, its feature extractor and tokenizer.
 
     The feature extractor keeps the real checkpoint's 48 kHz, 10 s window, "rand_trunc" truncation
-    and repeat-padding; a coarser hop and fewer mel bins keep the spectrogram small.
+    and repeat-padding; a coarser hop and fewer mel bins keep the spectrogram small, unless
+    ``real_front_end`` asks for laion/clap-htsat-unfused's own (64 mel bands, 480-sample hop).
     """
     from mmverify.envfix import install_torchvision_op_stubs
 
@@ -42,7 +43,8 @@ def build_tiny_clap(folder: Path, fusion: bool = False, seed: int = 0) -> Path:
             intermediate_size=32, max_position_embeddings=66, projection_dim=16,
         ),
         audio_config=dict(
-            spec_size=64, num_mel_bins=16, window_size=4, depths=[1, 1], num_attention_heads=[1, 2],
+            spec_size=256 if real_front_end else 64, num_mel_bins=64 if real_front_end else 16,
+            window_size=8 if real_front_end else 4, depths=[1, 1], num_attention_heads=[1, 2],
             patch_embeds_hidden_size=8, hidden_size=16, projection_dim=16, enable_fusion=fusion,
         ),
         projection_dim=16,
@@ -50,8 +52,9 @@ def build_tiny_clap(folder: Path, fusion: bool = False, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     model = ClapModel(config).eval()
     extractor = ClapFeatureExtractor(
-        feature_size=16, sampling_rate=SR, hop_length=4800, max_length_s=10, fft_window_size=1024,
-        frequency_min=50, frequency_max=14_000, truncation="fusion" if fusion else "rand_trunc", padding="repeatpad",
+        feature_size=64 if real_front_end else 16, sampling_rate=SR, hop_length=480 if real_front_end else 4800,
+        max_length_s=10, fft_window_size=1024, frequency_min=50, frequency_max=14_000,
+        truncation="fusion" if fusion else "rand_trunc", padding="repeatpad",
     )
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
@@ -186,6 +189,62 @@ def test_cache_serves_repeated_clips_and_texts(tiny_clap, clips, tmp_path):
     assert sum(clap.text_calls) == 3 and cache.hits == len(clips) + 3
 
 
+def test_zero_padding_fills_the_window_with_silence(tiny_clap, clips):
+    from transformers import ClapFeatureExtractor
+
+    clap = HFClap(source=str(tiny_clap))
+    clap.ensure_loaded()
+    window = 10 * SR
+    prepared, _ = clap.prepare(clips, "zero")
+    for clip, ready in zip(clips, prepared):
+        assert ready.shape == (window,)
+        if len(clip) <= window:
+            assert np.array_equal(ready[: len(clip)], clip) and not ready[len(clip) :].any()
+    repeat, _ = clap.prepare(clips, "repeat")
+    assert [len(r) for r in repeat] == [min(len(c), window) for c in clips]  # the extractor pads these
+
+    # The model is given the features of the clip followed by silence, whatever the extractor's own mode.
+    extractor = ClapFeatureExtractor.from_pretrained(tiny_clap, local_files_only=True)
+    padded = [np.concatenate([c, np.zeros(window - len(c), dtype=np.float32)]).astype(np.float64) for c in clips[:2]]
+    expected = extractor(padded, sampling_rate=SR, return_tensors="np")["input_features"]
+    np.testing.assert_array_equal(clap.input_features(prepared[:2]), expected)
+    assert not np.allclose(clap.input_features(repeat[:2]), expected, atol=1.0)
+
+    zero, tiled = clap.embed_audio(clips[:2]), clap.embed_audio(clips[:2], padding="repeat")
+    assert not np.allclose(zero, tiled, atol=1e-3)
+    # A clip that fills the window is padded by neither rule.
+    np.testing.assert_array_equal(clap.embed_audio([clips[2]]), clap.embed_audio([clips[2]], padding="repeat"))
+
+
+def test_an_empty_clip_is_ten_seconds_of_silence_when_zero_padding(tiny_clap):
+    clap = HFClap(source=str(tiny_clap))
+    silent = clap.embed_audio([np.zeros(0, dtype=np.float32), np.zeros(10 * SR, dtype=np.float32), np.zeros(1, dtype=np.float32)])
+    np.testing.assert_allclose(silent[0], silent[1], atol=1e-6)
+    np.testing.assert_allclose(silent[2], silent[1], atol=1e-6)
+    assert not np.allclose(silent[0], clap.embed_audio([tone(3.0, 440)])[0], atol=1e-3)
+    with pytest.raises(ValueError, match="empty"):
+        clap.embed_audio([np.zeros(0, dtype=np.float32)], padding="repeat")  # repeating nothing is undefined
+    with pytest.raises(ValueError, match="padding"):
+        clap.embed_audio([tone(1.0, 440)], padding="reflect")
+
+
+def test_padding_rule_keys_the_cache_and_the_front_end(tiny_clap, clips, tmp_path):
+    cache = OutputCache(tmp_path / "cache.sqlite")
+    clap = CountingClap(source=str(tiny_clap), cache=cache)
+    zero = clap.embed_audio(clips[:2])
+    tiled = clap.embed_audio(clips[:2], padding="repeat")
+    assert clap.audio_calls == [2, 2] and cache.hits == 0  # no entry is served across padding rules
+    view = clap.front_end("repeat")
+    assert view.embed_audio(clips[:2]).tobytes() == tiled.tobytes() and cache.hits == 2
+    assert clap.front_end().embed_audio(clips[:2]).tobytes() == zero.tobytes() and cache.hits == 4
+    assert view.fingerprint == clap.fingerprint and view.sample_rate == SR
+    assert view.preprocessing == f"{CROP_POLICY};pad=repeat"
+    assert clap.front_end("zero").preprocessing == clap.preprocessing == f"{CROP_POLICY};pad=zero"
+    assert view.embed_text(["a bell"]).tobytes() == clap.embed_text(["a bell"]).tobytes()
+    with pytest.raises(ValueError, match="padding"):
+        clap.front_end("none")
+
+
 def test_unavailable_checkpoints_raise_model_unavailable(tmp_path, monkeypatch):
     missing = HFClap(source=str(tmp_path / "absent"))
     with pytest.raises(ModelUnavailable, match="does not exist") as info:
@@ -289,7 +348,9 @@ def test_laion_clap_loads_weights_safely_offline_and_crops(fake_laion_clap, tmp_
     assert torch.equal(backend._module.model.weight, weights["module.weight"])
 
     audio = backend.embed_audio([tone(15.0, 300), tone(2.0, 300)])
-    assert fake_laion_clap["lengths"] == [[10 * SR, 2 * SR]]
+    assert fake_laion_clap["lengths"] == [[10 * SR, 10 * SR]]  # cropped; zero-padded by default
+    backend.embed_audio([tone(2.0, 300)], padding="repeat")
+    assert fake_laion_clap["lengths"][-1] == [2 * SR]  # laion_clap repeat-pads it itself
     np.testing.assert_allclose(np.linalg.norm(audio, axis=1), 1.0, atol=1e-6)
     assert backend.embed_text(["one text"]).shape == (1, 3)
 

@@ -95,9 +95,11 @@ def test_esc50_layout_uses_the_metadata_categories(esc50, tmp_path):
     assert all(f.name.startswith("audio/") for f in files)
     index = ReferenceIndex.build("esc50", esc50, SpectrumEmbedder(), tmp_path / "index")
     assert index.classes() == sorted(CATEGORIES) and len(index) == 12
-    stored = tmp_path / "index" / "spectrum_1" / "esc50"
+    stored = tmp_path / "index" / "spectrum_1" / "esc50" / "none_load-direct"
+    assert ReferenceIndex.directory(tmp_path / "index", "spectrum:1", "esc50", "none", None) == stored
     meta = json.loads((stored / "meta.json").read_text())
-    assert meta["fingerprint"] == "spectrum:1" and meta["crop_policy"] == "none" and meta["dim"] == 12
+    assert meta["fingerprint"] == "spectrum:1" and meta["preprocessing"] == "none" and meta["load_rate"] is None
+    assert meta["dim"] == 12
     assert {row["class"] for row in meta["rows"]} == set(CATEGORIES)
     assert all(len(row["sha256"]) == 64 for row in meta["rows"])
     matrix = np.load(stored / "embeddings.npy", allow_pickle=False)
@@ -160,7 +162,7 @@ def test_rebuilds_only_when_files_or_backend_change(esc50, tmp_path):
     other = SpectrumEmbedder(fingerprint="spectrum:2")
     ReferenceIndex.build("esc50", esc50, other, tmp_path / "index")
     assert other.clips_embedded == 12
-    assert (tmp_path / "index" / "spectrum_2" / "esc50" / "embeddings.npy").is_file()
+    assert (ReferenceIndex.directory(tmp_path / "index", "spectrum:2", "esc50") / "embeddings.npy").is_file()
 
 
 def test_folder_layouts(tmp_path):
@@ -189,7 +191,7 @@ def test_with_a_tiny_clap_checkpoint(esc50, tmp_path):
 
     clap = HFClap(source=str(build_tiny_clap(tmp_path / "clap")))
     index = ReferenceIndex.build("esc50", esc50, clap, tmp_path / "index")
-    assert index.meta["sample_rate"] == 48_000 and index.meta["crop_policy"] == clap.crop_policy
+    assert index.meta["sample_rate"] == 48_000 and index.meta["preprocessing"] == clap.preprocessing
     query = clap.embed_audio([np.resize(sound(300.0, 5), 48_000)])[0]
     assert brute_force(query, index.rows("dog"), 10) == pytest.approx(index.topk_mean(query, "dog"), abs=1e-6)
 
@@ -220,3 +222,164 @@ def test_gtzan_thirds_indexes_three_windows_per_file(tmp_path):
     (root / "jazz" / "jazz.00001.wav").write_bytes(b"RIFF....WAVE corrupt")  # GTZAN ships one such file
     with pytest.raises(ValueError, match="cannot decode reference .*jazz.00001.wav"):
         ReferenceIndex.build("gtzan-thirds", root, embedder, tmp_path / "index")
+
+
+# -- the published front end: references decoded at 22050 Hz first -----------------------------------
+class WideEmbedder(SpectrumEmbedder):
+    """The spectrum stand-in at CLAP's 48 kHz."""
+
+    sample_rate = 48_000
+
+
+def two_tones(seconds: float = 1.0, rate: int = 44_100) -> np.ndarray:
+    """1 kHz plus 15 kHz: the upper tone is above what 22050 Hz decoding keeps."""
+    t = np.arange(int(seconds * rate)) / rate
+    return (0.3 * np.sin(2 * np.pi * 1000 * t) + 0.3 * np.sin(2 * np.pi * 15_000 * t)).astype(np.float32)
+
+
+def band_energy(clip: np.ndarray, rate: int, low: float, high: float) -> float:
+    spectrum = np.abs(np.fft.rfft(clip)) ** 2
+    freqs = np.fft.rfftfreq(clip.size, 1 / rate)
+    return float(spectrum[(freqs >= low) & (freqs < high)].sum())
+
+
+def test_references_decoded_at_22050_lose_what_lies_above_11025_hz(tmp_path):
+    from mmverify.references.index import decode_reference
+
+    path = tmp_path / "tones.wav"
+    sf.write(path, two_tones(), 44_100, subtype="FLOAT")
+    published = decode_reference(path, 48_000, load_rate=22_050)
+    direct = decode_reference(path, 48_000, load_rate=None)
+    assert abs(published.size - 48_000) <= 2 and abs(direct.size - 48_000) <= 2
+    for clip in (published, direct):  # the 1 kHz tone survives both routes
+        assert band_energy(clip, 48_000, 900, 1100) > 0.9 * band_energy(direct, 48_000, 0, 24_000) / 2
+    assert band_energy(direct, 48_000, 14_000, 16_000) > 1e3
+    assert band_energy(published, 48_000, 11_100, 24_000) < 1e-6 * band_energy(direct, 48_000, 14_000, 16_000)
+
+
+def test_load_rate_is_part_of_the_index_key(esc50, tmp_path):
+    embedder = WideEmbedder()
+    published = ReferenceIndex.build("esc50", esc50, embedder, tmp_path / "index", load_rate=22_050)
+    direct = ReferenceIndex.build("esc50", esc50, embedder, tmp_path / "index")
+    assert published.embedded == direct.embedded == 12 and embedder.clips_embedded == 24  # nothing shared
+    assert (published.meta["load_rate"], direct.meta["load_rate"]) == (22_050, None)
+    assert not np.allclose(published.embeddings, direct.embeddings, atol=1e-3)
+    home = ReferenceIndex.directory(tmp_path / "index", "spectrum:1", "esc50", "none", 22_050)
+    assert home != ReferenceIndex.directory(tmp_path / "index", "spectrum:1", "esc50", "none", None)
+    assert ReferenceIndex.build("esc50", esc50, embedder, tmp_path / "index", load_rate=22_050).embedded == 0
+
+    # An index stored under the published key but built another way is rebuilt, not reused.
+    for name in ("meta.json", "embeddings.npy"):
+        (home / name).write_bytes((ReferenceIndex.directory(tmp_path / "index", "spectrum:1", "esc50") / name).read_bytes())
+    rebuilt = ReferenceIndex.build("esc50", esc50, embedder, tmp_path / "index", load_rate=22_050)
+    assert rebuilt.embedded == 12 and rebuilt.embeddings.tobytes() == published.embeddings.tobytes()
+    with pytest.raises(ValueError, match="load_rate"):
+        ReferenceIndex.build("esc50", esc50, embedder, tmp_path / "index", load_rate=0)
+
+
+def test_a_different_padding_rule_gets_its_own_index(esc50, tmp_path):
+    zero, repeat = WideEmbedder(), WideEmbedder()
+    zero.preprocessing, repeat.preprocessing = "crop;pad=zero", "crop;pad=repeat"
+    ReferenceIndex.build("esc50", esc50, zero, tmp_path / "index", load_rate=22_050)
+    again = ReferenceIndex.build("esc50", esc50, repeat, tmp_path / "index", load_rate=22_050)
+    assert again.embedded == 12 and again.meta["preprocessing"] == "crop;pad=repeat"
+
+
+# -- which files are references -----------------------------------------------------------------------
+def touch(path: Path) -> Path:
+    """An empty file: scanning never decodes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+    return path
+
+
+def test_openmic_uses_files_0_to_99_of_numbered_folders(tmp_path):
+    root = tmp_path / "openmic"
+    for k in range(130):
+        touch(root / "saxophone" / f"{k}.mp3")
+    for extra in ("notes.mp3", "007.mp3", "-1.mp3", "sub/3.mp3"):  # not among the names the published code loads
+        touch(root / "saxophone" / extra)
+    for i in range(120):  # a folder not numbered: the first 100 by name
+        touch(root / "violin" / f"violin.{i:05d}.ogg")
+    files = scan("openmic", root)
+    sax = sorted(int(Path(f.name).stem) for f in files if f.label == "saxophone")
+    assert sax == list(range(100))
+    violin = sorted(f.name for f in files if f.label == "violin")
+    assert violin == [f"violin/violin.{i:05d}.ogg" for i in range(100)]
+
+    (root / "saxophone" / "120.mp3").unlink()
+    touch(root / "saxophone" / "5.wav")
+    with pytest.raises(ValueError, match="two files are number 5"):
+        scan("openmic", root)
+
+
+def test_openmic_folder_with_fewer_files_uses_all_of_them(tmp_path):
+    root = tmp_path / "openmic"
+    for k in (0, 1, 2, 40):
+        touch(root / "banjo" / f"{k}.mp3")
+    assert sorted(f.name for f in scan("openmic", root)) == ["banjo/0.mp3", "banjo/1.mp3", "banjo/2.mp3", "banjo/40.mp3"]
+
+
+def write_labels(root: Path, rows: list[tuple[str, str, float]]) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "openmic-2018-aggregated-labels.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["sample_key", "instrument", "relevance", "num_responses"])
+        writer.writerows([key, instrument, relevance, 3] for key, instrument, relevance in rows)
+
+
+def test_openmic_release_is_read_with_mmmgs_selection_rule(tmp_path):
+    root = tmp_path / "openmic-2018"
+    write_labels(root, [
+        ("000100_0", "piano", 1.0), ("000100_0", "voice", 0.5),  # one fully agreed label: piano
+        ("000200_0", "piano", 1.0), ("000200_0", "guitar", 1.0),  # two fully agreed labels: neither
+        ("000300_0", "guitar", 1.0),
+        ("000400_0", "piano", 0.9),  # not fully agreed
+        ("000050_0", "piano", 1.0),  # rows keep their file order, not key order
+    ])  # fmt: skip
+    for key in ("000100_0", "000200_0", "000300_0", "000400_0", "000050_0"):
+        touch(root / "audio" / key[:3] / f"{key}.ogg")
+    files = scan("openmic", root)
+    assert [(f.label, f.name) for f in files] == [
+        ("guitar", "audio/000/000300_0.ogg"), ("piano", "audio/000/000050_0.ogg"), ("piano", "audio/000/000100_0.ogg"),
+    ]  # fmt: skip
+
+    many = [(f"{k:06d}_1", "cello", 1.0) for k in range(105, 0, -1)]  # descending keys: file order decides
+    write_labels(root, many)
+    for key, _, _ in many:
+        touch(root / "audio" / key[:3] / f"{key}.ogg")
+    chosen = {Path(f.name).stem for f in scan("openmic", root)}
+    assert chosen == {key for key, _, _ in many[:100]}
+    (root / "audio" / "000" / "000105_1.ogg").unlink()
+    with pytest.raises(FileNotFoundError, match="000105_1"):
+        scan("openmic", root)
+
+
+def test_mmmgs_own_esc50_copy_is_an_esc50_layout(tmp_path):
+    """MMMG's datasets/ESC-50: dataset.csv beside audio/, categories spelled with spaces."""
+    rows = real_esc50_rows()
+    mmmg = tmp_path / "ESC-50"
+    with open(ESC50_CSV, newline="", encoding="utf-8") as handle:
+        header = next(csv.reader(handle))
+    mmmg.mkdir()
+    with open(mmmg / "dataset.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=header)
+        writer.writeheader()
+        writer.writerows(rows)
+    for row in rows:
+        touch(mmmg / "audio" / row["filename"])
+    files = scan("esc50", mmmg)
+    assert {f.label for f in files} == set(CATEGORIES) and len(files) == len(rows)
+    assert sorted(f.name for f in files) == sorted(f"audio/{row['filename']}" for row in rows)
+
+    # Beside the release's own metadata, the release's file is read.
+    (mmmg / "meta").mkdir()
+    with open(mmmg / "meta" / "esc50.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=header)
+        writer.writeheader()
+        writer.writerows({**row, "category": row["category"].replace(" ", "_")} for row in rows)
+    assert "church_bells" in {f.label for f in scan("esc50", mmmg)}
+    (mmmg / "meta" / "esc50.csv").unlink()
+    (mmmg / "dataset.csv").unlink()
+    with pytest.raises(FileNotFoundError, match="dataset.csv"):
+        scan("esc50", mmmg)

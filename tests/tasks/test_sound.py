@@ -140,8 +140,8 @@ def audio_item(task: str, *paths: Path, instance_id: str | None = None, instance
     return item
 
 
-def score(items: list[dict], tmp_path: Path, mmmg_instructions: Path | None = None) -> list[dict]:
-    return score_items(items, base_dir=tmp_path, instructions=mmmg_instructions)
+def score(items: list[dict], tmp_path: Path, mmmg_instructions: Path | None = None, profile: str = "mmmg") -> list[dict]:
+    return score_items(items, base_dir=tmp_path, instructions=mmmg_instructions, profile=profile)
 
 
 def direct(task, data: dict, *paths: Path):
@@ -214,7 +214,7 @@ def test_begin_end_compares_each_edge_with_its_own_segment(tmp_path, configure, 
     assert evidence["reference_set"] == {"name": "esc50", "layout": "esc50"} and evidence["backend"].startswith("clap-hf:")
 
     # A threshold just under 1 accepts only the exact segment: swapped and repeated sounds fail.
-    tight = SoundBeginEnd(threshold=0.999)
+    tight = SoundBeginEnd(threshold=0.9999)
     classes = {"start": rows[both]["start"], "end": rows[both]["end"]}
     assert direct(tight, classes, right).score == 1.0
     swapped = direct(tight, classes, write(tmp_path / "ba.wav", np.concatenate([b, middle, a])))
@@ -224,14 +224,72 @@ def test_begin_end_compares_each_edge_with_its_own_segment(tmp_path, configure, 
     # 6.5 s: edges shrink to 3 whole seconds, so the 4 s references no longer match exactly.
     short = direct(tight, classes, write(tmp_path / "short.wav", np.concatenate([a[: 3 * SR], middle[: SR // 2], b[-3 * SR :]])))
     assert short.evidence["segments_s"] == {"start": [0.0, 3.0], "end": [3.5, 6.5]} and short.score == 0.0
+    assert max(short.components.values()) < 0.9999
 
 
-def test_begin_end_clip_under_two_seconds_scores_zero(tmp_path, configure, mmmg_instructions):
+def test_begin_end_clip_under_two_seconds_is_cut_as_published(tmp_path, configure, mmmg_instructions):
+    """Under 2 s the published slices are ``audio[:0]`` (empty: 10 s of silence once zero-padded)
+    and ``audio[-0:]`` (the whole clip); the strict profile fails such a clip instead."""
     rows = instruction_rows(mmmg_instructions, "a_sound_begin_end")
-    configure(esc50=esc50_tree(tmp_path / "ESC-50", {rows[0]["start"]: refs(tone(4, 330))}))
-    clip = write(tmp_path / "short.wav", tone(1.9, 330))
-    [row] = score([audio_item("a_sound_begin_end", clip, instance_id="a_sound_begin_end/0")], tmp_path, mmmg_instructions)
-    assert row["status"] == "scored" and row["score"] == 0.0 and row["reason"] == "audio_too_short" and row["passed"] is False
+    index = next(i for i, r in enumerate(rows) if r.get("start") and r.get("end") and r["start"] != r["end"])
+    short = tone(1.9, 330)
+    configure(esc50=esc50_tree(tmp_path / "ESC-50", {rows[index]["start"]: refs(silence(5)), rows[index]["end"]: refs(short)}))
+    clip = write(tmp_path / "short.wav", short)
+    item = audio_item("a_sound_begin_end", clip, instance_id=f"a_sound_begin_end/{index}")
+    [row] = score([item], tmp_path, mmmg_instructions)
+    assert row["status"] == "scored" and row["evidence"]["segments_s"] == {"start": [0.0, 0.0], "end": [0.0, 1.9]}, row
+    # The empty first edge is the silence the silent references are; the last edge is the clip itself.
+    assert row["components"] == {"sim_start": pytest.approx(1.0, abs=1e-5), "sim_end": pytest.approx(1.0, abs=1e-5)}
+    assert row["score"] == 1.0 and row["evidence"]["front_end"] == {"padding": "zero", "reference_load_rate": 22_050}
+
+    [strict] = score([item], tmp_path, mmmg_instructions, profile="strict")
+    assert (strict["status"], strict["score"], strict["reason"], strict["passed"]) == ("scored", 0.0, "audio_too_short", False)
+
+
+def test_empty_parts_are_silence_under_mmmg_and_fail_under_strict(tmp_path, configure):
+    from mmverify.tasks.sound import SoundInclude
+
+    configure(esc50=esc50_tree(tmp_path / "ESC-50", {"cow": refs(silence(5))}))
+    clip = write(tmp_path / "tiny.wav", tone(3 / SR, 440))  # 3 samples: round(0.5 * 3) == round(0.6 * 3) == 2
+    data = {"target": "cow", "range": [0.5, 0.6]}
+    published = direct(SoundInclude.build("mmmg"), data, clip)
+    assert published.evidence["segments_s"] == {"target": [round(2 / SR, 4)] * 2}
+    assert published.components["sim_target"] == pytest.approx(1.0, abs=1e-5) and published.score == 1.0
+    from mmverify.core.errors import GenerationFault
+
+    with pytest.raises(GenerationFault) as fault:
+        direct(SoundInclude.build("strict"), data, clip)
+    assert fault.value.reason == "audio_too_short"
+
+
+def test_profiles_choose_the_clap_front_end():
+    from mmverify.tasks.sound import MusicExclude, MusicGenre, MusicInstrument, SoundBeginEnd, SoundCot, SoundInclude, SoundSilence
+
+    for cls in (SoundBeginEnd, SoundInclude, SoundCot, SoundSilence, MusicInstrument, MusicExclude, MusicGenre):
+        published, strict = cls.build("mmmg"), cls.build("strict")
+        assert cls.version == 2 and published.verifier_id == f"{cls.id}@2:mmmg" and strict.verifier_id == f"{cls.id}@2:strict"
+        assert (published.params()["padding"], published.params()["empty_parts"]) == ("zero", "silence")
+        assert (strict.params()["padding"], strict.params()["empty_parts"]) == ("repeat", "fail")
+        assert published.params()["reference_load_rate"] == strict.params()["reference_load_rate"] == 22_050
+        assert published.threshold == strict.threshold == cls().threshold
+    with pytest.raises(ValueError, match="padding"):
+        SoundCot(padding="reflect")
+    with pytest.raises(ValueError, match="empty_parts"):
+        SoundCot(empty_parts="skip")
+
+
+def test_mmmg_zero_pads_and_strict_repeat_pads(tmp_path, configure):
+    """A 2 s sound against a reference holding that sound and then 8 s of silence: the same waveform
+    as the zero-padded clip, so identical under mmmg; strict tiles the clip, which the reference is not."""
+    from mmverify.tasks.sound import SoundCot
+
+    fade = np.hanning(2 * SR).astype(np.float32)  # starts and ends at zero: no edge where padding begins
+    sound = tone(2, 440, seed=3) * fade
+    configure(esc50=esc50_tree(tmp_path / "ESC-50", {"cow": refs(np.concatenate([sound, silence(8)]))}))
+    clip = write(tmp_path / "two.wav", sound)
+    published = direct(SoundCot.build("mmmg"), {"target": "cow"}, clip).components["sim_target"]
+    strict = direct(SoundCot.build("strict"), {"target": "cow"}, clip).components["sim_target"]
+    assert published == pytest.approx(1.0, abs=1e-4) and strict < published - 1e-3
 
 
 # -- a_sound_include and a_sound_cot ------------------------------------------------------------
@@ -417,9 +475,9 @@ def test_reference_index_is_built_once_and_reused(tmp_path, configure, mmmg_inst
         backend = hub.get_hub().backend("audio_text")
         original = type(backend).embed_audio
 
-        def embed_audio(self, clips):
+        def embed_audio(self, clips, padding=None):
             embedded.append(len(clips))
-            return original(self, clips)
+            return original(self, clips, padding)
 
         monkeypatch.setattr(backend, "embed_audio", embed_audio.__get__(backend))
 

@@ -6,8 +6,21 @@ Determinism: CLAP sees at most ``max_length_s`` (10 s) of audio.  The published 
 longer clips at a *random* offset, so the same clip scores differently on every call.  Here each
 long clip is cropped before feature extraction, at an offset drawn from a generator seeded with the
 clip's content hash: the same clip always gets the same crop, and over many clips the offsets are
-uniform, like the published crop.  Shorter clips are repeat-padded by the feature extractor, which
-involves no randomness.
+uniform, like the published crop.
+
+Padding of shorter clips is chosen per call (``embed_audio(clips, padding=...)``, or a
+:class:`ClapFrontEnd` view that fixes it):
+
+- ``"zero"`` (the default): the clip is followed by silence up to the window.  This is what the
+  published MMMG evaluator computed: it calls the processor with ``padding=True``, and the
+  transformers 4.x ``ClapFeatureExtractor`` took any truthy ``padding`` argument as the padding
+  *mode*; ``True`` is neither "repeat" nor "repeatpad", so the clip was only zero-padded (newer
+  releases map ``True`` to the configured mode instead).  An empty clip becomes 10 s of silence,
+  as it did there.
+- ``"repeat"``: the checkpoint's own "repeatpad" -- the clip is tiled, then zero-padded to the
+  window -- which is how LAION trained the unfused CLAP models.
+
+Both rules are deterministic; the rule is part of every cache key and reference index key.
 """
 
 from __future__ import annotations
@@ -25,6 +38,8 @@ from .base import Backend, ModelUnavailable, safe_torch_load, validate_waveform
 from .cache import OutputCache, array_digest
 
 CROP_POLICY = "content-seeded-crop/1"
+PADDINGS = ("repeat", "zero")
+DEFAULT_PADDING = "zero"
 _DEFAULT_MAX_SECONDS = 10
 
 
@@ -45,6 +60,20 @@ def deterministic_crop(clip: np.ndarray, max_samples: int, digest: str | None = 
         return clip
     start = crop_offset(digest or array_digest(clip), overflow)
     return clip[start : start + max_samples]
+
+
+def zero_pad(clip: np.ndarray, window: int) -> np.ndarray:
+    """``clip`` followed by zeros up to ``window`` samples (clips at or over the window unchanged)."""
+    missing = window - clip.shape[0]
+    if missing <= 0:
+        return clip
+    return np.concatenate([clip, np.zeros(missing, dtype=clip.dtype)])
+
+
+def check_padding(padding: str) -> str:
+    if padding not in PADDINGS:
+        raise ValueError(f"padding must be one of {', '.join(PADDINGS)}, got {padding!r}")
+    return padding
 
 
 def _l2_rows(matrix: np.ndarray) -> np.ndarray:
@@ -118,18 +147,45 @@ class _ClapBackend(Backend):
             return np.zeros((0, self.embedding_dim()), dtype=np.float32)
         return np.ascontiguousarray(np.stack(rows), dtype=np.float32)  # type: ignore[arg-type]
 
-    def embed_audio(self, clips: Sequence[np.ndarray]) -> np.ndarray:
-        """(N, D) float32 unit rows; clips are mono float32 at ``sample_rate``."""
-        self.ensure_loaded()
-        arrays = [validate_waveform(clip) for clip in clips]
+    def padding_policy(self, padding: str) -> str:
+        """The crop and ``padding`` rules as one string (part of reference index keys)."""
+        return f"{self.crop_policy};pad={check_padding(padding)}"
+
+    @property
+    def preprocessing(self) -> str:
+        """The crop and padding rules of :meth:`embed_audio` without a ``padding`` argument."""
+        return self.padding_policy(DEFAULT_PADDING)
+
+    def front_end(self, padding: str = DEFAULT_PADDING) -> "ClapFrontEnd":
+        """This backend with ``padding`` fixed, for code that embeds through one rule."""
+        return ClapFrontEnd(self, padding)
+
+    def prepare(self, clips: Sequence[np.ndarray], padding: str = DEFAULT_PADDING) -> tuple[list[np.ndarray], list[str]]:
+        """The waveforms the model is given (cropped; zero-padded for ``padding="zero"``) and the
+        content hashes of the clips as passed in."""
+        check_padding(padding)
+        arrays = [validate_waveform(clip, allow_empty=padding == "zero") for clip in clips]
         digests = [array_digest(array) for array in arrays]
         max_samples = self._max_samples()
         cropped = [deterministic_crop(a, max_samples, d) for a, d in zip(arrays, digests)]
+        if padding == "zero":
+            cropped = [zero_pad(clip, max_samples) for clip in cropped]
+        return cropped, digests
+
+    def embed_audio(self, clips: Sequence[np.ndarray], padding: str | None = None) -> np.ndarray:
+        """(N, D) float32 unit rows; clips are mono float32 at ``sample_rate``.  ``padding`` is
+        ``"zero"`` (default) or ``"repeat"`` (see the module docstring)."""
+        padding = check_padding(DEFAULT_PADDING if padding is None else padding)
+        self.ensure_loaded()
+        prepared, digests = self.prepare(clips, padding)
+        max_samples = self._max_samples()
         keys = [
-            OutputCache.key(self.fingerprint, "clap_audio", d, crop=self.crop_policy, max_samples=max_samples, sr=self.sample_rate)
+            OutputCache.key(
+                self.fingerprint, "clap_audio", d, crop=self.crop_policy, pad=padding, max_samples=max_samples, sr=self.sample_rate
+            )
             for d in digests
         ] if self.cache is not None else []
-        return self._cached("clap_audio", keys, cropped, self._compute_audio)
+        return self._cached("clap_audio", keys, prepared, self._compute_audio)
 
     def embed_text(self, texts: Sequence[str]) -> np.ndarray:
         """(N, D) float32 unit rows in the same space as :meth:`embed_audio`."""
@@ -139,6 +195,37 @@ class _ClapBackend(Backend):
             OutputCache.key(self.fingerprint, "clap_text", hashlib.sha256(t.encode("utf-8")).hexdigest()) for t in items
         ] if self.cache is not None else []
         return self._cached("clap_text", keys, items, self._compute_text)
+
+
+class ClapFrontEnd:
+    """A CLAP backend seen through one padding rule; what tasks and reference indexes embed with.
+
+    It has what a :class:`~mmverify.references.index.ReferenceEmbedder` needs: ``sample_rate``,
+    ``fingerprint``, ``preprocessing`` (crop and padding rules) and ``embed_audio``.
+    """
+
+    def __init__(self, backend: _ClapBackend, padding: str = DEFAULT_PADDING) -> None:
+        self.backend = backend
+        self.padding = check_padding(padding)
+
+    @property
+    def sample_rate(self) -> int:
+        self.backend.ensure_loaded()  # the checkpoint's extractor sets the rate
+        return int(self.backend.sample_rate)
+
+    @property
+    def fingerprint(self) -> str:
+        return self.backend.fingerprint
+
+    @property
+    def preprocessing(self) -> str:
+        return self.backend.padding_policy(self.padding)
+
+    def embed_audio(self, clips: Sequence[np.ndarray]) -> np.ndarray:
+        return self.backend.embed_audio(clips, padding=self.padding)
+
+    def embed_text(self, texts: Sequence[str]) -> np.ndarray:
+        return self.backend.embed_text(texts)
 
 
 class HFClap(_ClapBackend):
@@ -190,21 +277,29 @@ class HFClap(_ClapBackend):
         self._max_text_tokens = min(int(getattr(tokenizer, "model_max_length", limit) or limit), limit)
         self._torch = torch
 
-    def _compute_audio(self, clips: list[np.ndarray]) -> np.ndarray:
-        torch = self._torch
-        # Clips arrive cropped to the window, so "rand_trunc" never draws.  For fused checkpoints the
-        # extractor marks a random clip "longer" when none is; no clip is longer, so the flag is False.
+    def input_features(self, clips: list[np.ndarray]) -> np.ndarray:
+        """The log-mel features of prepared clips (see :meth:`prepare`), as the model receives them."""
+        # Clips arrive cropped to the window, so "rand_trunc" never draws; zero-padded clips fill the
+        # window, so the extractor's own padding (always "repeatpad" here) leaves them alone.
         with _single_threaded_blas():
             features = self._extractor(
                 [clip.astype(np.float64) for clip in clips],
                 sampling_rate=self.sample_rate,
                 truncation="fusion" if self._fusion else "rand_trunc",
-                return_tensors="pt",
+                padding="repeatpad",
+                return_tensors="np",
             )
+        return np.asarray(features["input_features"])
+
+    def _compute_audio(self, clips: list[np.ndarray]) -> np.ndarray:
+        torch = self._torch
+        features = torch.from_numpy(self.input_features(clips))
+        # For fused checkpoints the extractor marks a random clip "longer" when none is; no clip is
+        # longer than the window here, so the flag is False for all.
         is_longer = torch.zeros((len(clips), 1), dtype=torch.bool)
         with torch.inference_mode():
             output = self._model.get_audio_features(
-                input_features=features["input_features"].to(self.device, torch.float32),
+                input_features=features.to(self.device, torch.float32),
                 is_longer=is_longer.to(self.device),
             )
         return _pooled(output).float().cpu().numpy()

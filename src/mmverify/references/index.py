@@ -2,17 +2,33 @@
 
 MMMG scores a generated sound by its CLAP cosine similarity to every reference clip of the target
 class (mean of the top 10).  The references never change between generated clips, so they are
-embedded once per backend checkpoint and stored as::
+embedded once per backend checkpoint and front end, and stored as::
 
-    <index_dir>/<fingerprint>/<layout>/embeddings.npy   float32 (rows, dim), rows grouped by class
-    <index_dir>/<fingerprint>/<layout>/meta.json        class, file, content hash per row; settings
+    <index_dir>/<fingerprint>/<layout>/<front end>/embeddings.npy   float32 (rows, dim), grouped by class
+    <index_dir>/<fingerprint>/<layout>/<front end>/meta.json        class, file, content hash per row; settings
 
-A layout may index fixed windows of every file instead of whole files (``gtzan-thirds``: the
-published genre references are GTZAN's 30 s clips cut into their first 10 s, 10-20 s and last 10 s,
-three rows per file).
+The front end is how a file becomes the backend's input: the backend's crop and padding rules
+(its ``preprocessing``) and the rate files are first decoded at (``load_rate``).  The published
+evaluator decodes every reference at 22050 Hz (librosa's default) and resamples that to CLAP's
+48 kHz, which removes everything above 11.025 kHz; ``load_rate=None`` decodes straight at the
+backend's rate instead.
+
+Layouts:
+
+- ``esc50``: the ESC-50 release (``meta/esc50.csv``, categories spelled ``chirping_birds``) or
+  MMMG's own copy (``dataset.csv`` beside ``audio/``, categories spelled ``chirping birds``).
+- ``openmic``: one folder per instrument, of which the published pool is used: files ``0`` to
+  ``99`` of MMMG's numbered folders (``<instrument>/<k>.mp3``; the published code loads exactly
+  these 100 names), else the first 100 files by name.  The OpenMIC-2018 release itself
+  (``openmic-2018-aggregated-labels.csv`` and ``audio/``) is read with the rule MMMG numbered its
+  folders by: clips whose only fully agreed (relevance 1) label is the instrument, in the order
+  of the labels file, the first 100 of each instrument.
+- ``gtzan``: one folder per genre, every file.  ``gtzan-thirds`` indexes fixed windows of every
+  file instead of whole files: GTZAN's 30 s clips cut into their first 10 s, 10-20 s and last
+  10 s, three rows per file.
 
 Scoring a clip is then one embedding and one matrix product.  A build reuses the stored matrix
-when the files, the backend fingerprint and the crop policy are unchanged, and re-embeds only the
+when the files, the backend fingerprint and the front end are unchanged, and re-embeds only the
 files that are new or changed otherwise.
 """
 
@@ -30,10 +46,13 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 import numpy as np
 
 from ..core.hashing import sha256_file
-from ..core.media import MediaError, load_audio
+from ..core.media import MediaError, load_audio, resample
 from ..core.registry import UnknownIdError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+PUBLISHED_LOAD_RATE = 22_050  # the published evaluator decodes references at librosa's default rate
+OPENMIC_POOL = 100  # references per instrument: the published code loads <instrument>/0..99.mp3
+OPENMIC_LABELS = "openmic-2018-aggregated-labels.csv"
 LAYOUTS = ("esc50", "openmic", "gtzan", "gtzan-thirds")
 AUDIO_SUFFIXES = {
     "openmic": (".mp3", ".wav", ".ogg", ".flac"),
@@ -48,7 +67,11 @@ _EMBED_CHUNK = 32  # clips decoded and embedded at a time: bounds memory on larg
 
 
 class ReferenceEmbedder(Protocol):
-    """What indexing needs from a backend: a sample rate, an audio embedding, a fingerprint."""
+    """What indexing needs from a backend: a sample rate, an audio embedding, a fingerprint.
+
+    An optional ``preprocessing`` string (crop and padding rules; else ``crop_policy``) is part of
+    the index key.
+    """
 
     sample_rate: int
 
@@ -91,10 +114,16 @@ def _class_folders(root: Path, suffixes: tuple[str, ...]) -> list[ReferenceFile]
     return files
 
 
+def _esc50_metadata(root: Path) -> Path:
+    """The release's ``meta/esc50.csv``, else MMMG's ``dataset.csv`` (same columns)."""
+    for meta in (root / "meta" / "esc50.csv", root / "dataset.csv"):
+        if meta.is_file():
+            return meta
+    raise FileNotFoundError(f"ESC-50 metadata not found: {root / 'meta' / 'esc50.csv'} (or MMMG's {root / 'dataset.csv'})")
+
+
 def _esc50(root: Path) -> list[ReferenceFile]:
-    meta = root / "meta" / "esc50.csv"
-    if not meta.is_file():
-        raise FileNotFoundError(f"ESC-50 metadata not found: {meta}")
+    meta = _esc50_metadata(root)
     files, missing = [], []
     with open(meta, newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
@@ -112,6 +141,83 @@ def _esc50(root: Path) -> list[ReferenceFile]:
     return files
 
 
+def _numbered(path: Path) -> int | None:
+    """``k`` for a file named ``<k>.<suffix>`` with ``k`` written as Python writes ints; else None."""
+    stem = path.stem
+    return int(stem) if stem.isascii() and stem.isdigit() and str(int(stem)) == stem else None
+
+
+def published_pool(files: Sequence[ReferenceFile], size: int = OPENMIC_POOL) -> list[ReferenceFile]:
+    """The files of one class folder that the published code loads: ``<class>/0`` .. ``<size - 1>``
+    when the folder numbers its files (MMMG's layout), else the first ``size`` by name."""
+    numbered: dict[int, ReferenceFile] = {}
+    for ref in files:
+        k = _numbered(ref.path)
+        if k is None or len(Path(ref.name).parts) != 2:  # only files directly in the class folder
+            continue
+        if k in numbered:
+            raise ValueError(f"two files are number {k} of {ref.label!r}: {numbered[k].name} and {ref.name}")
+        numbered[k] = ref
+    if numbered:
+        return [numbered[k] for k in range(size) if k in numbered]
+    return sorted(files, key=lambda f: f.name)[:size]
+
+
+def _openmic_folders(root: Path) -> list[ReferenceFile]:
+    by_class: dict[str, list[ReferenceFile]] = {}
+    for ref in _class_folders(root, AUDIO_SUFFIXES["openmic"]):
+        by_class.setdefault(ref.label, []).append(ref)
+    return [ref for refs in by_class.values() for ref in published_pool(refs)]
+
+
+def openmic_release_pool(rows: Sequence[dict[str, str]], size: int = OPENMIC_POOL) -> dict[str, list[str]]:
+    """Sample keys per instrument, chosen from OpenMIC-2018's aggregated labels the way MMMG built
+    its numbered folders: rows with relevance 1; clips with exactly one such row; per instrument in
+    the order of the rows; the first ``size``."""
+    agreed = [row for row in rows if float(row["relevance"]) == 1.0]
+    counts: dict[str, int] = {}
+    for row in agreed:
+        counts[row["sample_key"]] = counts.get(row["sample_key"], 0) + 1
+    pool: dict[str, list[str]] = {}
+    for row in agreed:
+        if counts[row["sample_key"]] == 1:
+            pool.setdefault(row["instrument"].strip(), []).append(row["sample_key"])
+    return {instrument: keys[:size] for instrument, keys in pool.items()}
+
+
+def _release_audio(root: Path, key: str) -> Path | None:
+    for folder in (root / "audio" / key[:3], root / "audio"):
+        for suffix in AUDIO_SUFFIXES["openmic"]:
+            if (folder / f"{key}{suffix}").is_file():
+                return folder / f"{key}{suffix}"
+    return None
+
+
+def _openmic_release(root: Path) -> list[ReferenceFile]:
+    labels = root / OPENMIC_LABELS
+    with open(labels, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        absent = {"sample_key", "instrument", "relevance"} - set(reader.fieldnames or ())
+        if absent:
+            raise ValueError(f"{labels} lacks the column(s) {', '.join(sorted(absent))}")
+        pool = openmic_release_pool(list(reader))
+    files, missing = [], []
+    for instrument, keys in pool.items():
+        for key in keys:
+            path = _release_audio(root, key)
+            if path is None:
+                missing.append(key)
+                continue
+            files.append(ReferenceFile(path, path.relative_to(root).as_posix(), instrument))
+    if missing:
+        raise FileNotFoundError(f"{len(missing)} clip(s) of the reference pool are missing under {root / 'audio'}, e.g. {missing[0]}")
+    return files
+
+
+def _openmic(root: Path) -> list[ReferenceFile]:
+    return _openmic_release(root) if (root / OPENMIC_LABELS).is_file() else _openmic_folders(root)
+
+
 def scan(layout: str, root: str | Path) -> list[ReferenceFile]:
     """The reference files of a set, in a stable order (by class, then name)."""
     root = Path(root).expanduser()
@@ -119,7 +225,12 @@ def scan(layout: str, root: str | Path) -> list[ReferenceFile]:
         raise UnknownIdError("reference layout", layout, list(LAYOUTS))
     if not root.is_dir():
         raise FileNotFoundError(f"reference folder not found: {root}")
-    files = _esc50(root) if layout == "esc50" else _class_folders(root, AUDIO_SUFFIXES[layout])
+    if layout == "esc50":
+        files = _esc50(root)
+    elif layout == "openmic":
+        files = _openmic(root)
+    else:
+        files = _class_folders(root, AUDIO_SUFFIXES[layout])
     if not files:
         raise FileNotFoundError(f"no reference audio found in {root} ({layout} layout)")
     if layout in WINDOWS:
@@ -145,19 +256,38 @@ def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") ->
         raise
 
 
-def _decode(refs: Sequence[ReferenceFile], sample_rate: int) -> list[np.ndarray]:
+def decode_reference(path: Path, sample_rate: int, load_rate: int | None = PUBLISHED_LOAD_RATE) -> np.ndarray:
+    """A reference file as mono float32 at ``sample_rate``: decoded at ``load_rate`` first and then
+    resampled (the published route), or decoded straight at ``sample_rate`` when it is None."""
+    if load_rate is None:
+        return load_audio(path, sample_rate=sample_rate)[0]
+    return resample(load_audio(path, sample_rate=load_rate)[0], load_rate, sample_rate)
+
+
+def _decode(refs: Sequence[ReferenceFile], sample_rate: int, load_rate: int | None) -> list[np.ndarray]:
     """Each reference's samples (its window, for windowed layouts); a file is decoded once per call."""
     decoded: dict[Path, np.ndarray] = {}
     clips = []
     for ref in refs:
         if ref.path not in decoded:
             try:
-                decoded[ref.path] = load_audio(ref.path, sample_rate=sample_rate)[0]
+                decoded[ref.path] = decode_reference(ref.path, sample_rate, load_rate)
             except MediaError as exc:  # name the file: sets hold thousands (GTZAN ships one corrupt clip)
                 raise ValueError(f"cannot decode reference {ref.path}: {exc}") from None
         clip = decoded[ref.path]
         clips.append(clip if ref.window is None else cut_window(clip, sample_rate, ref.window, ref.name))
     return clips
+
+
+def preprocessing_of(embedder: ReferenceEmbedder) -> str:
+    """The embedder's crop and padding rules as recorded in the index key."""
+    policy = getattr(embedder, "preprocessing", None)
+    return str(policy if policy is not None else getattr(embedder, "crop_policy", "none"))
+
+
+def front_end_name(preprocessing: str, load_rate: int | None) -> str:
+    """The folder of one front end's index (a readable, path-safe name)."""
+    return _safe_dirname(f"{preprocessing}~load-{load_rate or 'direct'}")
 
 
 def _content(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
@@ -193,8 +323,10 @@ class ReferenceIndex:
 
     # -- building and loading -----------------------------------------------------------------------
     @staticmethod
-    def directory(index_dir: str | Path, fingerprint: str, layout: str) -> Path:
-        return Path(index_dir).expanduser() / _safe_dirname(fingerprint) / layout
+    def directory(
+        index_dir: str | Path, fingerprint: str, layout: str, preprocessing: str = "none", load_rate: int | None = None
+    ) -> Path:
+        return Path(index_dir).expanduser() / _safe_dirname(fingerprint) / layout / front_end_name(preprocessing, load_rate)
 
     @classmethod
     def load(cls, directory: str | Path) -> "ReferenceIndex":
@@ -213,15 +345,23 @@ class ReferenceIndex:
         embedder: ReferenceEmbedder,
         index_dir: str | Path,
         progress: Callable[[int, int], None] | None = None,
+        load_rate: int | None = None,
     ) -> "ReferenceIndex":
-        """Index the set at ``root``, reusing stored rows whose file content is unchanged."""
+        """Index the set at ``root``, reusing stored rows whose file content is unchanged.
+
+        ``load_rate``: decode files at this rate and resample to the embedder's (the published
+        evaluator used 22050); None decodes straight at the embedder's rate.
+        """
+        if load_rate is not None and (isinstance(load_rate, bool) or not isinstance(load_rate, int) or load_rate <= 0):
+            raise ValueError(f"load_rate must be a positive integer or None, got {load_rate!r}")
         files = scan(layout, root)
         fingerprint = embedder.fingerprint
-        crop_policy = str(getattr(embedder, "crop_policy", "none"))
+        preprocessing = preprocessing_of(embedder)
         sample_rate = int(embedder.sample_rate)
-        directory = cls.directory(index_dir, fingerprint, layout)
+        directory = cls.directory(index_dir, fingerprint, layout, preprocessing, load_rate)
+        settings = {"fingerprint": fingerprint, "preprocessing": preprocessing, "sample_rate": sample_rate, "load_rate": load_rate}
 
-        previous = cls._previous(directory, fingerprint, crop_policy, sample_rate)
+        previous = cls._previous(directory, settings)
         old_meta = previous.meta if previous is not None else {"rows": []}
         stats = {row["file"]: row for row in old_meta["rows"]}
 
@@ -242,9 +382,7 @@ class ReferenceIndex:
             "format": FORMAT_VERSION,
             "layout": layout,
             "root": str(Path(root).expanduser().resolve()),
-            "fingerprint": fingerprint,
-            "crop_policy": crop_policy,
-            "sample_rate": sample_rate,
+            **settings,
             "rows": rows,
         }
         labels = [row["class"] for row in rows]
@@ -261,7 +399,7 @@ class ReferenceIndex:
         vectors: dict[int, np.ndarray] = {}
         for start in range(0, len(todo), _EMBED_CHUNK):
             chunk = todo[start : start + _EMBED_CHUNK]
-            clips = _decode([files[i] for i in chunk], sample_rate)
+            clips = _decode([files[i] for i in chunk], sample_rate, load_rate)
             for i, vector in zip(chunk, _unit_rows(embedder.embed_audio(clips))):
                 vectors[i] = vector
             if progress is not None:
@@ -277,7 +415,7 @@ class ReferenceIndex:
         return cls(matrix, labels, meta, embedded=len(todo))
 
     @classmethod
-    def _previous(cls, directory: Path, fingerprint: str, crop_policy: str, sample_rate: int) -> "ReferenceIndex | None":
+    def _previous(cls, directory: Path, settings: dict[str, Any]) -> "ReferenceIndex | None":
         """The stored index if it was built with the same settings (else nothing can be reused)."""
         if not (directory / "meta.json").is_file():
             return None
@@ -285,8 +423,7 @@ class ReferenceIndex:
             index = cls.load(directory)
         except (OSError, ValueError, KeyError):
             return None  # unreadable or from another format: rebuild
-        meta = index.meta
-        if (meta.get("fingerprint"), meta.get("crop_policy"), meta.get("sample_rate")) != (fingerprint, crop_policy, sample_rate):
+        if any(index.meta.get(name, "absent") != value for name, value in settings.items()):
             return None
         return index
 

@@ -6,8 +6,9 @@ Users point mmverify at their own copies (the sets cannot be redistributed)::
 
 ``mmverify score --references esc50=/data/ESC-50`` sets the same variable, so worker processes
 inherit it.  An index is built on first use into ``<cache dir>/references`` with the configured CLAP
-backend, kept in memory for the rest of the process (keyed by layout, root and backend fingerprint)
-and reused by later runs from disk, where it is rebuilt only for files that changed.
+backend, kept in memory for the rest of the process (keyed by layout, root, backend fingerprint and
+front end: padding rule and the rate files are decoded at) and reused by later runs from disk,
+where it is rebuilt only for files that changed.
 
 Problems with the configuration are the user's, never the generator's: a set that is not configured
 or not readable raises ``model_unavailable`` (like a missing checkpoint), and a class name that the
@@ -27,7 +28,7 @@ from ..core.errors import ErrorCode, ScoringError
 from ..core.media import MediaError
 from ..core.registry import UnknownIdError
 from ..core.settings import Settings
-from .index import ReferenceEmbedder, ReferenceIndex, scan
+from .index import PUBLISHED_LOAD_RATE, ReferenceEmbedder, ReferenceIndex, preprocessing_of, scan
 
 ENV_VAR = "MMVERIFY_REFERENCES"
 log = logging.getLogger(__name__)
@@ -40,9 +41,16 @@ class SetInfo:
 
 
 SETS: dict[str, SetInfo] = {
-    "esc50": SetInfo(("esc50",), "the ESC-50 release: <root>/meta/esc50.csv and <root>/audio/*.wav"),
+    "esc50": SetInfo(
+        ("esc50",),
+        "the ESC-50 release (<root>/meta/esc50.csv and <root>/audio/*.wav) or MMMG's datasets/ESC-50 copy "
+        "(<root>/dataset.csv and <root>/audio/*.wav)",
+    ),
     "openmic": SetInfo(
-        ("openmic",), "one folder per instrument: <root>/<instrument>/*.ogg|.wav|.mp3|.flac (OpenMIC-2018 clips)"
+        ("openmic",),
+        "one folder per instrument, <root>/<instrument>/*.mp3|.ogg|.wav|.flac (MMMG's numbered <k>.mp3 folders: files 0-99 "
+        "are used; otherwise the first 100 by name), or the OpenMIC-2018 release (<root>/openmic-2018-aggregated-labels.csv "
+        "and <root>/audio/)",
     ),
     "gtzan": SetInfo(
         ("gtzan-thirds", "gtzan"), "one folder per genre: <root>/<genre>/*.wav|.au (GTZAN's genres/ folder, 30 s clips)"
@@ -97,7 +105,7 @@ class ReferenceSet:
         self._lock = threading.Lock()
         self._classes: dict[str, str] | None = None  # class_key -> label as stored
         self._sizes: dict[str, int] = {}
-        self._indexes: dict[str, ReferenceIndex] = {}
+        self._indexes: dict[tuple[str, str, int | None], ReferenceIndex] = {}
 
     def _unusable(self, exc: BaseException) -> ScoringError:
         return ScoringError(
@@ -132,18 +140,22 @@ class ReferenceSet:
         self._scan()
         return self._sizes[label]
 
-    def index(self, embedder: ReferenceEmbedder) -> ReferenceIndex:
-        """The set embedded by ``embedder``: from memory, else from ``<cache dir>/references``, else built."""
-        fingerprint = embedder.fingerprint
+    def index(self, embedder: ReferenceEmbedder, load_rate: int | None = PUBLISHED_LOAD_RATE) -> ReferenceIndex:
+        """The set embedded by ``embedder`` with files decoded at ``load_rate`` first (the published
+        22050 Hz; None: straight at the embedder's rate): from memory, else from
+        ``<cache dir>/references``, else built."""
+        key = (embedder.fingerprint, preprocessing_of(embedder), load_rate)
         with self._lock:
-            if fingerprint not in self._indexes:
-                log.info("indexing reference set %s (%s) at %s with %s", self.name, self.layout, self.root, fingerprint)
+            if key not in self._indexes:
+                log.info("indexing reference set %s (%s) at %s with %s", self.name, self.layout, self.root, key)
                 try:
-                    index = ReferenceIndex.build(self.layout, self.root, embedder, Settings().cache_dir / "references")
+                    index = ReferenceIndex.build(
+                        self.layout, self.root, embedder, Settings().cache_dir / "references", load_rate=load_rate
+                    )
                 except (OSError, ValueError, MediaError) as exc:
                     raise self._unusable(exc) from None
-                self._indexes[fingerprint] = index
-            return self._indexes[fingerprint]
+                self._indexes[key] = index
+            return self._indexes[key]
 
 
 _MEMO: dict[tuple[str, str], ReferenceSet] = {}

@@ -50,7 +50,7 @@ from ..core.errors import GenerationFault
 from ..core.types import Check, Instance
 from ..models.judge_config import judge_identities
 from ..verifiers.vlm.coherence_templates import COHERENCE_TEMPLATE_VERSION, coherence_question
-from ..verifiers.vlm.ocr import ocr_accuracy
+from ..verifiers.vlm.ocr import normalizer, word_accuracy
 from ..verifiers.vlm.record import Verdict
 from ..verifiers.vlm.templates import TEMPLATE_VERSION, Question, count_letter
 from .base import Task, require_field
@@ -605,5 +605,6 @@ class CoherenceOcr(CoherenceTask):
             reading = session.texts("ocr", step="ocr", role="ocr")
         else:
             reading = session.texts("ocr_object", step="ocr", role="ocr", target=target)
-        accuracy, rate = ocr_accuracy(claim, reading)
+        # the published OCR normalisation (ASCII punctuation deleted) unless strict
+        accuracy, rate = word_accuracy([claim], [reading], normalizer("unicode" if self.strict else "mmmg"))
         return session.check(accuracy, {"wer": rate}, claimed_text=claim, reading=reading, object=target)

@@ -32,49 +32,28 @@ inside a word, an artefact of its tokeniser).
 from __future__ import annotations
 
 import re
-import string
-import unicodedata
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..core.types import Check, Instance
 from ..models.base import ModelUnavailable
-from ..verifiers.speech.text_metrics import cer, corpus_wer
-from ..verifiers.vlm.ocr import agreed_characters, chinese_accuracy, has_cjk, normalize_ocr, reading_text
+from ..verifiers.speech.text_metrics import cer
+from ..verifiers.vlm.ocr import (  # noqa: F401  (normalize_mmmg_ocr: part of this module's interface)
+    NORMALIZATIONS,
+    agreed_characters,
+    chinese_accuracy,
+    has_cjk,
+    normalize_mmmg_ocr,
+    normalizer,
+    word_accuracy,
+)
 from .base import require_field
 from .image_judged import JudgedImageTask, JudgeSession, invalid, text_of, texts_of
 
-NORMALIZATIONS = ("mmmg", "unicode")
 EMPTY_TEXT = "<none>"  # what an empty text is compared as (one word; as published)
-_ASCII_PUNCTUATION = str.maketrans("", "", string.punctuation)
 _CJK_BASIC = re.compile("[\u4e00-\u9fff]")
 
 
 # -- normalisation and scoring ------------------------------------------------------------------
-def normalize_mmmg_ocr(text: str) -> str:
-    """The published OCR normalisation: lower case, NFD without combining marks, ASCII punctuation
-    deleted; whitespace collapsed."""
-    decomposed = unicodedata.normalize("NFD", text.lower().strip())
-    kept = "".join(ch for ch in decomposed if unicodedata.category(ch) != "Mn")
-    return " ".join(kept.translate(_ASCII_PUNCTUATION).split())
-
-
-def normalizer(normalization: str, fold_umlauts: bool = False) -> Callable[[str], str]:
-    if normalization not in NORMALIZATIONS:
-        raise ValueError(f"normalization must be one of {', '.join(NORMALIZATIONS)}, got {normalization!r}")
-    if normalization == "mmmg":
-        return normalize_mmmg_ocr
-    return lambda text: normalize_ocr(text, fold_umlauts=fold_umlauts)
-
-
-def word_accuracy(
-    references: Sequence[str], readings: Sequence[Sequence[str]], normalize: Callable[[str], str]
-) -> tuple[float, float]:
-    """(``1 - min(WER, 1)``, WER), the WER pooled over the texts (edits / reference words); each
-    reading is a judge's list of text pieces, joined with spaces."""
-    rate = corpus_wer(list(references), [reading_text(r) for r in readings], normalize=normalize)
-    return max(0.0, 1.0 - min(rate, 1.0)), rate
-
-
 def cjk_characters(pieces: Sequence[str]) -> str:
     """The characters of the CJK Unified Ideographs block (U+4E00-U+9FFF) in a reading, in order."""
     return "".join(_CJK_BASIC.findall("".join(pieces)))

@@ -1,10 +1,25 @@
 """Sound and music tasks scored by CLAP similarity to reference classes (ESC-50, OpenMIC, GTZAN).
 
-Published semantics (version 1): the clip is loaded at 22050 Hz mono; each part the task checks (an
-edge segment, a fractional range, a silence-separated segment, or the whole clip) is resampled to
-the embedder's rate and embedded; its similarity to a class is the mean of its 10 highest cosine
+Published semantics: the clip is loaded at 22050 Hz mono; each part the task checks (an edge
+segment, a fractional range, a silence-separated segment, or the whole clip) is resampled to the
+embedder's rate and embedded; its similarity to a class is the mean of its 10 highest cosine
 similarities against that class's reference clips; each label holds when that similarity is above
 the threshold (below it, for exclusion), and the score is the mean of the labels' binaries.
+
+Version 2 reproduces the published CLAP front end.  References are decoded at 22050 Hz and then
+resampled to 48 kHz, like the generated clip (both lose everything above 11.025 kHz).  Under the
+``mmmg`` profile clips shorter than CLAP's 10 s window are zero-padded, as the published call
+(``padding=True`` under transformers 4.x) did, and the parts are cut exactly as the published
+slicing cuts them: a clip under 2 s has an empty first edge (10 s of silence once padded) and its
+whole length as the last edge (``audio[-0:]``); any empty part is embedded as that silence.  The
+``strict`` profile repeat-pads (the checkpoint's own "repeatpad", the padding CLAP was trained
+with, so a short part is not compared as mostly silence) and fails a generation whose part is
+empty (``audio_too_short``).  The thresholds were calibrated on zero-padded embeddings; recalibrate
+them (``mmverify calibrate``) before relying on strict scores near a threshold.
+
+The one deliberate difference from the published front end: clips longer than 10 s are cropped at
+an offset seeded by their content instead of a random one (see :mod:`mmverify.models.clap`), so
+the same clip always gets the same score.
 
 The annotation field that names a class (``start``, ``end``, ``target``, ``instrument``, ``genre``)
 is also the label of its component (``sim_start``, ...) and evidence entries.
@@ -21,22 +36,53 @@ import numpy as np
 from ..core.errors import ErrorCode, GenerationFault, ScoringError
 from ..core.media import resample
 from ..core.types import Check, Instance
+from ..references.index import PUBLISHED_LOAD_RATE
 from ..references.sets import SETS, reference_set
 from ..verifiers.audio import PUBLISHED_SAMPLE_RATE
-from ..verifiers.audio.segments import edge_bounds, fraction_bounds, split_on_silence
+from ..verifiers.audio.segments import edge_bounds, edge_seconds, fraction_bounds, split_on_silence
 from .base import Task, require_field
 from .response import Response
 
 Span = tuple[int, int]  # sample range of the 22050 Hz clip
+PADDINGS = ("zero", "repeat")  # see mmverify.models.clap
+EMPTY_PARTS = ("silence", "fail")  # an empty part is embedded as silence (published) or fails the generation
 
 
 def _seconds(span: Span, rate: int) -> list[float]:
     return [round(span[0] / rate, 4), round(span[1] / rate, 4)]
 
 
+def published_edge(n_samples: int, sample_rate: int, edge: str, max_seconds: int = 4) -> Span:
+    """The published edge slices ``audio[:L]`` and ``audio[-L:]`` with ``L = min(max_seconds,
+    n // (2 * sr))`` whole seconds: under 2 s ``L`` is 0, so the first edge is empty and the last
+    edge, ``audio[-0:]``, is the whole clip."""
+    length = edge_seconds(n_samples, sample_rate, max_seconds) * sample_rate
+    if edge == "start":
+        return 0, length
+    return (n_samples - length, n_samples) if length else (0, n_samples)
+
+
+def clap_front_end(backend: Any, padding: str) -> Any:
+    """``backend`` seen through ``padding``; a backend that cannot choose its padding is refused."""
+    if not callable(getattr(backend, "front_end", None)):
+        raise ScoringError(
+            ErrorCode.MODEL_UNAVAILABLE,
+            f"audio_text backend {getattr(backend, 'name', type(backend).__name__)!r} cannot choose its padding; "
+            "use clap-hf or laion-clap",
+        )
+    return backend.front_end(padding)
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
 class ClapClassTask(Task):
     """Parts of one clip compared with reference classes by CLAP; mean of the labels' binaries."""
 
+    version = 2
     binary = True  # ``passed`` means every label holds (a two-label item can score 0.5)
     reference_set: ClassVar[str]  # a key of references.sets.SETS
     fields: ClassVar[tuple[str, ...]]  # annotation fields naming a class, in scoring order
@@ -44,7 +90,14 @@ class ClapClassTask(Task):
     default_threshold: ClassVar[float]
     absent: ClassVar[bool] = False  # exclusion: a label holds when the similarity is *below* the threshold
 
-    def __init__(self, threshold: float | None = None, top_k: int = 10, layout: str | None = None) -> None:
+    def __init__(
+        self,
+        threshold: float | None = None,
+        top_k: int = 10,
+        layout: str | None = None,
+        padding: str = "zero",
+        empty_parts: str = "silence",
+    ) -> None:
         threshold = self.default_threshold if threshold is None else threshold
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be a cosine similarity in [-1, 1], got {threshold!r}")
@@ -57,11 +110,20 @@ class ClapClassTask(Task):
         self.threshold = float(threshold)
         self.top_k = top_k
         self.layout = layout
+        self.padding = _choice("padding", padding, PADDINGS)
+        self.empty_parts = _choice("empty_parts", empty_parts, EMPTY_PARTS)
+
+    @classmethod
+    def profile_params(cls, profile: str) -> Mapping[str, Any]:
+        if profile == "strict":
+            return {"padding": "repeat", "empty_parts": "fail"}
+        return {"padding": "zero", "empty_parts": "silence"}
 
     def params(self) -> Mapping[str, Any]:
         return {
             "threshold": self.threshold, "direction": "<" if self.absent else ">", "top_k": self.top_k,
             "references": self.reference_set, "layout": self.layout, "sample_rate": PUBLISHED_SAMPLE_RATE,
+            "padding": self.padding, "empty_parts": self.empty_parts, "reference_load_rate": PUBLISHED_LOAD_RATE,
             **self.segment_params(),
         }  # fmt: skip
 
@@ -96,14 +158,14 @@ class ClapClassTask(Task):
 
         audio, rate = response.single_audio(PUBLISHED_SAMPLE_RATE)
         spans = self.spans(instance, audio, rate, list(wanted))
-        if any(end <= start for start, end in spans.values()):
+        if self.empty_parts == "fail" and any(end <= start for start, end in spans.values()):
             raise GenerationFault(
                 "audio_too_short", f"{len(audio) / rate:.2f} s leaves an empty segment", seconds=round(len(audio) / rate, 4)
             )
 
-        embedder = get_hub().backend("audio_text")
-        index = references.index(embedder)
-        clips = [resample(audio[start:end], rate, embedder.sample_rate) for start, end in spans.values()]
+        embedder = clap_front_end(get_hub().backend("audio_text"), self.padding)
+        index = references.index(embedder, load_rate=PUBLISHED_LOAD_RATE)
+        clips = [self._part(audio[start:end], rate, embedder.sample_rate) for start, end in spans.values()]
         embeddings = embedder.embed_audio(clips)
         sims = {label: index.topk_mean(row, resolved[label], self.top_k) for label, row in zip(spans, embeddings)}
         holds = {label: (sim < self.threshold) if self.absent else (sim > self.threshold) for label, sim in sims.items()}
@@ -119,10 +181,16 @@ class ClapClassTask(Task):
                 "threshold": self.threshold,
                 "direction": "<" if self.absent else ">",
                 "reference_set": {"name": self.reference_set, "layout": self.layout},
+                "front_end": {"padding": self.padding, "reference_load_rate": PUBLISHED_LOAD_RATE},
                 "references": {resolved[label]: references.size(resolved[label]) for label in spans},
                 "backend": embedder.fingerprint,
             },
         )
+
+    @staticmethod
+    def _part(samples: np.ndarray, rate: int, target_rate: int) -> np.ndarray:
+        """A part at the embedder's rate; an empty part stays empty (the embedder pads it to silence)."""
+        return resample(samples, rate, target_rate) if len(samples) else samples
 
 
 class _WholeClip(ClapClassTask):
@@ -139,8 +207,16 @@ class SoundBeginEnd(ClapClassTask):
     any_field = True
     default_threshold = 0.68
 
-    def __init__(self, threshold: float | None = None, top_k: int = 10, layout: str | None = None, max_seconds: int = 4) -> None:
-        super().__init__(threshold, top_k, layout)
+    def __init__(
+        self,
+        threshold: float | None = None,
+        top_k: int = 10,
+        layout: str | None = None,
+        padding: str = "zero",
+        empty_parts: str = "silence",
+        max_seconds: int = 4,
+    ) -> None:
+        super().__init__(threshold, top_k, layout, padding, empty_parts)
         if isinstance(max_seconds, bool) or not isinstance(max_seconds, int) or max_seconds < 1:
             raise ValueError(f"max_seconds must be an integer >= 1, got {max_seconds!r}")
         self.max_seconds = max_seconds
@@ -149,6 +225,8 @@ class SoundBeginEnd(ClapClassTask):
         return {"max_seconds": self.max_seconds}
 
     def spans(self, instance: Instance, audio: np.ndarray, rate: int, labels: list[str]) -> dict[str, Span]:
+        if self.empty_parts == "silence":  # the published slices, short clips included
+            return {label: published_edge(len(audio), rate, label, self.max_seconds) for label in labels}
         # Clips under 2 s get empty edges, which score() turns into audio_too_short.
         return {label: edge_bounds(len(audio), rate, label, self.max_seconds) for label in labels}
 
@@ -193,9 +271,16 @@ class SoundSilence(ClapClassTask):
     default_threshold = 0.68
 
     def __init__(
-        self, threshold: float | None = None, top_k: int = 10, layout: str | None = None, top_db: float = 40.0, min_gap_s: float = 1.0
+        self,
+        threshold: float | None = None,
+        top_k: int = 10,
+        layout: str | None = None,
+        padding: str = "zero",
+        empty_parts: str = "silence",
+        top_db: float = 40.0,
+        min_gap_s: float = 1.0,
     ) -> None:
-        super().__init__(threshold, top_k, layout)
+        super().__init__(threshold, top_k, layout, padding, empty_parts)
         if not (isinstance(top_db, (int, float)) and math.isfinite(top_db) and top_db > 0):
             raise ValueError(f"top_db must be positive, got {top_db!r}")
         if not (isinstance(min_gap_s, (int, float)) and math.isfinite(min_gap_s) and min_gap_s >= 0):

@@ -12,12 +12,15 @@ kept (:func:`agreed_characters`), so a character one judge imagined does not cou
 
 from __future__ import annotations
 
+import string
 import unicodedata
 from collections import Counter
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..speech.text_metrics import cer, corpus_wer, normalize_chinese, wer
 
+NORMALIZATIONS = ("mmmg", "unicode")
+_ASCII_PUNCTUATION = str.maketrans("", "", string.punctuation)
 _UMLAUTS = str.maketrans({"ä": "ae", "ö": "oe", "ü": "ue", "ß": "ss", "Ä": "Ae", "Ö": "Oe", "Ü": "Ue", "ẞ": "SS"})
 
 
@@ -41,8 +44,36 @@ def normalize_ocr(text: str, fold_umlauts: bool = False) -> str:
     return " ".join("".join(out).lower().split())
 
 
-def _normalizer(fold_umlauts: bool):  # type: ignore[no-untyped-def]
+def normalize_mmmg_ocr(text: str) -> str:
+    """The published OCR normalisation: lower case, NFD without combining marks, the ASCII
+    punctuation characters deleted without a space ("e-mail" -> "email"); whitespace collapsed.
+    Other characters, typographic quotes included, are kept."""
+    decomposed = unicodedata.normalize("NFD", text.lower().strip())
+    kept = "".join(ch for ch in decomposed if unicodedata.category(ch) != "Mn")
+    return " ".join(kept.translate(_ASCII_PUNCTUATION).split())
+
+
+def normalizer(normalization: str, fold_umlauts: bool = False) -> Callable[[str], str]:
+    """``"mmmg"``: :func:`normalize_mmmg_ocr`; ``"unicode"``: :func:`normalize_ocr` (umlauts
+    folded on request)."""
+    if normalization not in NORMALIZATIONS:
+        raise ValueError(f"normalization must be one of {', '.join(NORMALIZATIONS)}, got {normalization!r}")
+    if normalization == "mmmg":
+        return normalize_mmmg_ocr
+    return _normalizer(fold_umlauts)
+
+
+def _normalizer(fold_umlauts: bool) -> Callable[[str], str]:
     return (lambda text: normalize_ocr(text, fold_umlauts=True)) if fold_umlauts else normalize_ocr
+
+
+def word_accuracy(
+    references: Sequence[str], readings: Sequence[Sequence[str]], normalize: Callable[[str], str]
+) -> tuple[float, float]:
+    """(``1 - min(WER, 1)``, WER), the WER pooled over the texts (edits / reference words); each
+    reading is a judge's list of text pieces, joined with spaces."""
+    rate = corpus_wer(list(references), [reading_text(r) for r in readings], normalize=normalize)
+    return max(0.0, 1.0 - min(rate, 1.0)), rate
 
 
 def reading_text(pieces: Sequence[str]) -> str:
