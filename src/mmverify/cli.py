@@ -270,15 +270,13 @@ def import_mmmg_command(
         model=model,
         relative_to=output.resolve().parent if output else None,
     )
-    sink = open(output, "w", encoding="utf-8") if output else sys.stdout
-    try:
-        for line in importer.lines():
-            sink.write(json.dumps(line, ensure_ascii=False) + "\n")
-    except (MMMGLayoutError, InstructionSetError) as exc:
-        _fail(str(exc))
-    finally:
+    try:  # the whole folder is read and checked first: a failure leaves no partial manifest behind
         if output:
-            sink.close()
+            importer.write_manifest(output)
+        else:
+            sys.stdout.write(importer.manifest_text())
+    except (MMMGLayoutError, InstructionSetError, OSError) as exc:
+        _fail(str(exc))
     report = importer.report
     console.print(f"imported {report.lines} generations from {report.files} task files")
     for name in report.skipped_files:

@@ -10,11 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from mmverify.core.errors import ErrorCode, ScoringError
 from mmverify.data import manifest
+from mmverify.data.instructions import InstructionSet
+from mmverify.data.jsonsafe import first_problem
 from mmverify.data.manifest import (
     ManifestError,
     PathPolicyError,
+    is_regular_file,
+    is_stream,
     iter_manifest_lines,
+    manifest_base_dir,
     parse_generation,
     parse_line,
     parse_part,
@@ -305,3 +311,130 @@ def test_a_byte_order_mark_does_not_break_the_first_line(tmp_path: Path):
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"task": "i_ocr", "instance_id": "i_ocr/0", "parts": []}).encode() + b"\n")
     [(number, text)] = list(iter_manifest_lines(path))
     assert number == 1 and parse_line(text, number).task == "i_ocr"
+
+
+# -- values JSON decodes but the pipeline cannot carry ----------------------------------------------
+
+HUGE = "8" * 5000  # beyond Python's int-string conversion limit (4300 digits)
+
+
+def raw_line(**fields: str) -> str:
+    """A line as raw JSON text: ``fields`` are JSON fragments spliced in verbatim."""
+    values = {"task": '"i_structure"', "instance": '{"order": ["t"]}', "parts": '[{"type": "text", "text": "hi"}]'}
+    values.update(fields)
+    return "{" + ", ".join(f'"{key}": {value}' for key, value in values.items()) + "}"
+
+
+@pytest.mark.parametrize(
+    "fields, where",
+    [
+        ({"task": r'"i_structure\udcff"'}, "task"),
+        ({"instance_id": r'"a\ud800b"'}, "instance_id"),
+        ({"model": r'"\udfff"'}, "model"),
+        ({"parts": r'[{"type": "text", "text": "x"}, {"type": "text", "text": "\udcff"}]'}, "parts[1].text"),
+        ({"parts": r'[{"type": "image", "path": "g\udcff.png"}]'}, "parts[0].path"),
+        ({"parts": r'[{"type": "text", "text": "x", "\udcff": 1}]'}, "parts[0]"),
+        ({"sample": HUGE}, "sample"),
+        ({"sample": "NaN"}, "sample"),
+        ({"parts": '[{"type": "text", "text": "x", "n": -%s}]' % HUGE}, "parts[0].n"),
+    ],
+)
+def test_unusable_values_in_read_fields_are_malformed_lines(fields: dict, where: str):
+    with pytest.raises(ManifestError) as caught:
+        parse_line(raw_line(**fields), 4)
+    assert caught.value.code == "malformed_line" and caught.value.generation is None
+    message = str(caught.value)
+    assert f"at {where}:" in message
+    message.encode("utf-8")  # the message never carries the surrogate itself
+
+
+@pytest.mark.parametrize(
+    "instance, what",
+    [
+        ('{"order": ["t"], "x": NaN}', "non-finite number (nan)"),
+        ('{"order": ["t"], "x": [1, Infinity]}', "non-finite number (inf)"),
+        ('{"order": ["t"], "x": {"y": -Infinity}}', "non-finite number (-inf)"),
+        ('{"order": ["t"], "x": 1e999}', "non-finite number (inf)"),
+        ('{"order": ["t"], "x": %s}' % HUGE, "integer of 5000 digits"),
+        (r'{"order": ["t"], "x": "\udcff"}', r"unpaired surrogate (\udcff)"),
+        (r'{"order": ["t"], "\ud800": 1}', r"unpaired surrogate (\ud800)"),
+    ],
+)
+def test_unusable_values_in_the_inline_instance_are_invalid_instances(instance: str, what: str):
+    """The rest of the line is fine, so the error row can name task, instance, sample and model."""
+    with pytest.raises(ManifestError) as caught:
+        parse_line(raw_line(instance=instance, sample="3", model='"m"'), 9)
+    error = caught.value
+    assert error.code == "invalid_instance" and what in str(error)
+    generation = error.generation
+    assert generation is not None and generation.instance is None
+    assert (generation.task, generation.instance_id, generation.sample, generation.model, generation.line) == (
+        "i_structure", "i_structure/line-9", 3, "m", 9,
+    )  # fmt: skip
+
+
+def test_unusable_values_in_fields_the_pipeline_ignores_do_not_matter():
+    generation = parse_line(raw_line(meta='{"latency": NaN, "note": "\\udcff", "n": %s}' % HUGE), 1)
+    assert generation.task == "i_structure"
+
+
+def test_values_that_are_usable_pass():
+    """Paired surrogate escapes are one character; long integers under the limit are integers."""
+    generation = parse_line(raw_line(instance='{"order": ["t"], "n": %s, "e": "\\ud83d\\ude00"}' % ("7" * 4000)), 1)
+    assert generation.instance["e"] == "\U0001f600" and generation.instance["n"] == int("7" * 4000)
+
+
+def test_first_problem_names_nested_paths():
+    assert first_problem({"a": [1, {"b": float("nan")}]}) == "a[1].b: a non-finite number (nan)"
+    assert first_problem([0, "ok", "\udc80"]) == "[2]: a string with an unpaired surrogate (\\udc80)"
+    assert first_problem({"a": [1, 2.5, "x", None, True]}) is None
+
+
+# -- streams and awkward paths ----------------------------------------------------------------------
+
+
+def test_a_fifo_is_a_stream_whose_paths_resolve_from_its_folder(tmp_path: Path):
+    fifo = tmp_path / "sub" / "pipe.jsonl"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    regular = write_manifest(tmp_path / "m.jsonl", [])
+    assert is_stream(fifo) and not is_stream(regular) and not is_stream(tmp_path / "absent") and not is_stream(tmp_path)
+    assert manifest_base_dir(fifo) == fifo.parent and manifest_base_dir(regular) == tmp_path
+
+
+def test_a_device_stream_resolves_paths_from_the_working_directory(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert is_stream(Path("/dev/null")) and manifest_base_dir(Path("/dev/null")) == tmp_path
+
+
+def test_is_regular_file_answers_false_for_names_the_file_system_refuses(tmp_path: Path):
+    assert not is_regular_file(tmp_path / ("a" * 5000))
+    assert not is_regular_file(tmp_path) and is_regular_file(write_manifest(tmp_path / "m.jsonl", []))
+
+
+# -- instance ids and rows under --instructions ------------------------------------------------------
+
+
+@pytest.fixture()
+def small_instructions(tmp_path: Path) -> InstructionSet:
+    folder = tmp_path / "instructions"
+    folder.mkdir()
+    rows = ['{"color": "green"}', '{"color": "red", "w": NaN}', '{"color": "blue", "n": %s}' % HUGE, '{"c": "\\udcff"}']
+    (folder / "i_format_border.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return InstructionSet(folder)
+
+
+@pytest.mark.parametrize("index", ["4", "10", "9" * 25, "1" * 5000])
+def test_an_index_beyond_the_file_is_unknown_whatever_its_length(small_instructions: InstructionSet, index: str):
+    with pytest.raises(ScoringError) as caught:
+        small_instructions.instance(f"i_format_border/{index}")
+    assert caught.value.code == ErrorCode.UNKNOWN_INSTANCE and "has only 4 instructions" in caught.value.message
+    assert len(caught.value.message) < 200
+
+
+@pytest.mark.parametrize("index", [1, 2, 3])
+def test_an_unusable_instruction_row_is_an_invalid_instance_of_that_row_only(small_instructions: InstructionSet, index: int):
+    with pytest.raises(ScoringError) as caught:
+        small_instructions.instance(f"i_format_border/{index}")
+    assert caught.value.code == ErrorCode.INVALID_INSTANCE
+    assert small_instructions.instance("i_format_border/0").data == {"color": "green"}

@@ -181,6 +181,61 @@ def _good_image(folder: Path) -> dict:
     return _image_line("good.png")
 
 
+INSTRUCTIONS = "instructions"  # the corpus's own instruction folder (``--instructions``)
+HUGE = "9" * 5000  # beyond Python's int-string conversion limit (4300 digits)
+
+
+def _instruction_rows() -> list[str]:
+    """i_format_border.jsonl of the corpus's instruction folder: two usable rows, then a row whose
+    JSON holds NaN (Python's decoder accepts it; the pipeline cannot key or write it)."""
+    return ['{"color": "green"}', '{"color": "blue"}', '{"color": "green", "weight": NaN}']
+
+
+def write_instructions(folder: Path) -> Path:
+    root = folder / INSTRUCTIONS
+    (root / "image").mkdir(parents=True, exist_ok=True)  # instance media live here (official layout)
+    (root / "i_format_border.jsonl").write_text("\n".join(_instruction_rows()) + "\n", encoding="utf-8")
+    return root
+
+
+def _structure_line(**fields: str) -> str:
+    """An i_structure line as raw JSON text: ``fields`` are JSON fragments spliced in verbatim."""
+    values = {"task": '"i_structure"', "instance": '{"order": ["t"]}', "parts": '[{"type": "text", "text": "hi"}]'}
+    values.update(fields)
+    return "{" + ", ".join(f'"{key}": {value}' for key, value in values.items()) + "}"
+
+
+def unusable_value_cases() -> list[Case]:
+    """JSON the decoder accepts but the pipeline cannot carry: each costs its own line only."""
+    return [
+        Case("manifest:surrogate-task", _raw(_structure_line(task='"i_structure\\udcff"')), "error", "malformed_line"),
+        Case("manifest:surrogate-instance-id", _raw(_structure_line(instance_id='"x\\udcff"')), "error", "malformed_line"),
+        Case("manifest:surrogate-text", _raw(_structure_line(parts='[{"type": "text", "text": "a\\udcff"}]')), "error", "malformed_line"),
+        Case("manifest:surrogate-path", _raw(_structure_line(parts='[{"type": "image", "path": "a\\ud800.png"}]')), "error", "malformed_line"),
+        Case("manifest:surrogate-model", _raw(_structure_line(model='"m\\udfff"')), "error", "malformed_line"),
+        Case("manifest:surrogate-instance-value", _raw(_structure_line(instance='{"order": ["t"], "note": "\\udcff"}')), "error", "invalid_instance"),
+        Case("manifest:surrogate-instance-key", _raw(_structure_line(instance='{"order": ["t"], "\\udcff": 1}')), "error", "invalid_instance"),
+        Case("manifest:nan-in-instance", _raw(_structure_line(instance='{"order": ["t"], "x": NaN}')), "error", "invalid_instance"),
+        Case("manifest:infinity-in-instance", _raw(_structure_line(instance='{"order": ["t"], "x": [Infinity]}')), "error", "invalid_instance"),
+        Case("manifest:minus-infinity-in-instance", _raw(_structure_line(instance='{"order": ["t"], "x": {"y": -Infinity}}')), "error", "invalid_instance"),
+        Case("manifest:1e999-in-instance", _raw(_structure_line(instance='{"order": ["t"], "x": 1e999}')), "error", "invalid_instance"),
+        Case("manifest:huge-int-in-instance", _raw(_structure_line(instance='{"order": ["t"], "x": %s}' % HUGE)), "error", "invalid_instance"),
+        Case("manifest:huge-int-sample", _raw(_structure_line(sample=HUGE)), "error", "malformed_line"),
+        Case("manifest:huge-negative-int-part", _raw(_structure_line(parts='[{"type": "text", "text": -%s}]' % HUGE)), "error", "malformed_line"),
+        Case("manifest:nan-in-ignored-field", _raw(_structure_line(meta="NaN")), "scored", None),
+        Case("manifest:huge-index-instance-id", _line({"task": "i_format_border", "instance_id": "i_format_border/" + HUGE, "parts": []}), "error", "unknown_instance"),
+        Case("manifest:instruction-row-nan", _line({"task": "i_format_border", "instance_id": "i_format_border/2", "parts": []}), "error", "invalid_instance"),
+        Case("manifest:path-too-long", _line(_image_line("a" * 5000 + ".png")), "error", "missing_media"),
+        Case("manifest:instance-media-name-too-long", _long_instance_media, "scored", None),
+    ]
+
+
+def _long_instance_media(folder: Path) -> dict:
+    """An inline instance whose image_list entry names a file too long for the file system."""
+    line = _good_image(folder)
+    return {**line, "instance": {**BORDER, "image_list": [int("1" * 400)]}}
+
+
 def manifest_cases() -> list[Case]:
     png64 = base64.b64encode(_good_png_bytes()).decode()
     return [
@@ -212,12 +267,13 @@ def manifest_cases() -> list[Case]:
 
 
 def all_cases() -> list[Case]:
-    return image_cases() + audio_cases() + manifest_cases()
+    return image_cases() + audio_cases() + manifest_cases() + unusable_value_cases()
 
 
 def write_corpus(folder: Path) -> tuple[Path, list[Case]]:
     """Write every case's files and one manifest line per case; returns (manifest, cases)."""
     folder.mkdir(parents=True, exist_ok=True)
+    write_instructions(folder)
     cases = all_cases()
     lines = []
     for case in cases:

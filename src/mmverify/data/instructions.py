@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core.errors import ErrorCode, ScoringError
 from ..core.types import Instance
+from .jsonsafe import first_problem, loads
 
 
 class InstructionSetError(ValueError):
@@ -20,6 +21,11 @@ class InstructionSetError(ValueError):
 
 _SOURCE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a file stem: no separators, no "..", no hidden files
 _INDEX = re.compile(r"0|[1-9][0-9]*")  # canonical ASCII line index: one id per instruction
+
+
+def _shortened(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters for messages, saying how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def read_jsonl_objects(path: Path) -> list[dict[str, Any]]:
@@ -34,7 +40,7 @@ def read_jsonl_objects(path: Path) -> list[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = loads(line)  # over-long integers become markers; InstructionSet refuses their rows
             except (json.JSONDecodeError, RecursionError) as exc:
                 detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
                 raise InstructionSetError(f"{path}:{number}: invalid JSON ({detail})") from None
@@ -69,16 +75,21 @@ class InstructionSet:
         """Resolve ``<source>/<index>``; unknown ids raise ``ScoringError(unknown_instance)``."""
         source, _, index_text = instance_id.rpartition("/")
         if not _SOURCE.fullmatch(source) or not _INDEX.fullmatch(index_text):
-            raise ScoringError(ErrorCode.UNKNOWN_INSTANCE, f"instance id {instance_id!r} is not '<task>/<index>'")
+            raise ScoringError(ErrorCode.UNKNOWN_INSTANCE, f"instance id {_shortened(repr(instance_id))} is not '<task>/<index>'")
         try:
             rows = self.rows(source)
         except FileNotFoundError as exc:
             raise ScoringError(ErrorCode.UNKNOWN_INSTANCE, str(exc)) from None
         except InstructionSetError as exc:
             raise ScoringError(ErrorCode.INVALID_INSTANCE, str(exc)) from None
-        index = int(index_text)
-        if index >= len(rows):
+        # compare lengths first: an index of thousands of digits is out of range, and too long for int()
+        if len(index_text) > len(str(len(rows))) or int(index_text) >= len(rows):
             raise ScoringError(
-                ErrorCode.UNKNOWN_INSTANCE, f"{instance_id}: {source}.jsonl has only {len(rows)} instructions"
+                ErrorCode.UNKNOWN_INSTANCE, f"{_shortened(instance_id)}: {source}.jsonl has only {len(rows)} instructions"
             )
-        return Instance(id=instance_id, data=rows[index], source=source, media_dir=self.root)
+        row = rows[int(index_text)]
+        problem = first_problem(row)
+        if problem is not None:
+            message = f"{instance_id}: unusable value in the instruction row at {problem}"
+            raise ScoringError(ErrorCode.INVALID_INSTANCE, message)
+        return Instance(id=instance_id, data=row, source=source, media_dir=self.root)

@@ -1,7 +1,12 @@
 """Generation manifests: one JSON object per line (see README, "Manifest format").
 
 Parsing is strict and total: every problem with a line raises :class:`ManifestError`, which the
-pipeline turns into one ``malformed_line`` error row while the run goes on.
+pipeline turns into one error row while the run goes on: ``malformed_line`` for the line itself,
+``invalid_instance`` when only the inline ``instance`` holds an unusable value.
+
+Values that JSON decoding accepts but the pipeline cannot carry (see :mod:`.jsonsafe`: lone
+surrogate escapes, ``NaN``/``Infinity``/``1e999``, integers beyond Python's int-string limit) are
+refused in every field the pipeline reads; fields it ignores are not inspected.
 """
 
 from __future__ import annotations
@@ -10,16 +15,30 @@ import base64
 import binascii
 import json
 import os
+import stat
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..core.errors import ErrorCode
 from ..core.types import PART_TYPES, Generation, Part
+from .jsonsafe import first_problem, loads
 
 MAX_LINE_BYTES = 64 * 1024 * 1024  # inline base64 media can make lines long, but not unbounded
 
 
+# the fields a generation is built from, besides the inline instance
+_READ_FIELDS = ("task", "instance_id", "sample", "model", "parts")
+
+
 class ManifestError(ValueError):
-    pass
+    """A line that cannot be scored.  ``code`` is the error row's code; ``generation`` is set when
+    the rest of the line was valid, so the row can name the task, instance and sample."""
+
+    def __init__(self, message: str, code: str = ErrorCode.MALFORMED_LINE, generation: Generation | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.generation = generation
 
 
 def _expect(condition: bool, message: str) -> None:
@@ -47,9 +66,23 @@ def parse_part(raw: Any, index: int) -> Part:
     return Part(type=kind, data=payload)
 
 
+def _refuse_unusable_values(raw: dict[str, Any]) -> None:
+    problem = first_problem({name: raw[name] for name in _READ_FIELDS if name in raw})
+    if problem is not None:
+        raise ManifestError(f"unusable value at {problem}")
+
+
+def _check_instance_values(generation: Generation) -> Generation:
+    problem = first_problem(generation.instance, "instance") if generation.instance is not None else None
+    if problem is not None:
+        raise ManifestError(f"unusable value at {problem}", ErrorCode.INVALID_INSTANCE, replace(generation, instance=None))
+    return generation
+
+
 def parse_generation(raw: Any, line: int = 0) -> Generation:
     """Validate one decoded manifest object."""
     _expect(isinstance(raw, dict), "a manifest line must be a JSON object")
+    _refuse_unusable_values(raw)
     task = raw.get("task")
     _expect(isinstance(task, str) and task.strip() != "", "'task' must be a non-empty string")
     instance = raw.get("instance")
@@ -66,7 +99,7 @@ def parse_generation(raw: Any, line: int = 0) -> Generation:
     _expect(model is None or isinstance(model, str), "'model' must be a string when given")
     parts = raw.get("parts")
     _expect(isinstance(parts, list), "'parts' must be a list")
-    return Generation(
+    generation = Generation(
         task=task,
         instance_id=instance_id,
         parts=tuple(parse_part(p, i) for i, p in enumerate(parts)),
@@ -75,16 +108,19 @@ def parse_generation(raw: Any, line: int = 0) -> Generation:
         instance=instance,
         line=line,
     )
+    return _check_instance_values(generation)
 
 
 def parse_line(text: str, line: int = 0) -> Generation:
     """Decode and validate one manifest line."""
     try:
-        raw = json.loads(text)
+        raw = loads(text)
     except json.JSONDecodeError as exc:
         raise ManifestError(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
     except RecursionError:
         raise ManifestError("invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # any other refusal of the decoder
+        raise ManifestError(f"invalid JSON: {exc}") from None
     return parse_generation(raw, line)
 
 
@@ -112,6 +148,34 @@ def iter_manifest_lines(path: Path) -> Iterator[tuple[int, str | None]]:
             text = raw.decode("utf-8", errors="replace")
             if text.strip():
                 yield number, text
+
+
+def is_stream(path: Path) -> bool:
+    """True when ``path`` (after links) is a pipe, FIFO, socket or character device (such as
+    ``/dev/stdin`` fed by a pipe): something that can be read only once."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
+
+
+def manifest_base_dir(path: Path) -> Path:
+    """The folder relative media paths of a manifest resolve against: the manifest's own folder,
+    or the working directory for a stream opened through ``/dev`` or ``/proc`` (``/dev/stdin``)."""
+    resolved = Path(os.path.realpath(path))
+    if is_stream(path) and Path(os.path.abspath(path)).parts[1:2] in (("dev",), ("proc",)):
+        return Path.cwd()
+    return resolved.parent
+
+
+def is_regular_file(path: Path) -> bool:
+    """``path.is_file()`` that answers False instead of raising (e.g. for a name over the
+    file system's length limit)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 class PathPolicyError(ValueError):

@@ -17,7 +17,7 @@ from ..core.media import DEFAULT_LIMITS, MediaLimits
 from ..core.registry import UnknownIdError
 from ..core.types import Generation, Instance
 from ..data.instructions import InstructionSet
-from ..data.manifest import ManifestError, PathPolicyError, parse_line, resolve_media_path
+from ..data.manifest import ManifestError, PathPolicyError, is_regular_file, parse_line, resolve_media_path
 from ..tasks.base import DEFAULT_PROFILE, check_profile
 from ..tasks.catalog import TASK_REGISTRY, task_info
 from ..tasks.response import ResolvedPart
@@ -129,10 +129,15 @@ class Planner:
                     path = resolve_media_path(part.path, self.manifest_dir, self.data_root)
                 except PathPolicyError as exc:
                     raise ScoringError(ErrorCode.PATH_OUTSIDE_ROOT, str(exc)) from None
-                if not path.is_file():
+                if not is_regular_file(path):
                     raise ScoringError(ErrorCode.MISSING_MEDIA, f"{part.type} file not found: {part.path}")
+                try:
+                    digest = self._digests(path)
+                except OSError as exc:
+                    message = f"{part.type} file cannot be read: {part.path} ({exc.strerror})"
+                    raise ScoringError(ErrorCode.MISSING_MEDIA, message) from None
                 resolved.append(ResolvedPart(part.type, media=path, label=part.path))
-                fingerprint.append([part.type, self._digests(path)])
+                fingerprint.append([part.type, digest])
         return tuple(resolved), fingerprint
 
     def _instance_media_fingerprint(self, instance: Instance) -> list[Any]:
@@ -144,19 +149,34 @@ class Planner:
                 continue
             for index in indices:
                 path = instance.media_path(kind, index) if isinstance(index, int) else None
-                prints.append([name, index, self._digests(path) if path and path.is_file() else None])
+                prints.append([name, index, self._readable_digest(path)])
         return prints
+
+    def _readable_digest(self, path: Path | None) -> str | None:
+        """The digest of an instance media file, or None when it is absent or cannot be read."""
+        try:
+            return self._digests(path) if path is not None and is_regular_file(path) else None
+        except OSError:
+            return None
 
     # -- planning --------------------------------------------------------------------------------
     def plan(self, line: int, text: str | None) -> WorkItem | dict[str, Any] | None:
-        """A work item, an immediate error row, or None when ``--tasks`` filters the line out."""
+        """A work item, an immediate error row, or None when ``--tasks`` filters the line out.
+        Never raises: an unexpected failure while planning one line becomes its ``internal_error`` row."""
+        try:
+            return self._plan(line, text)
+        except Exception as exc:  # a planning bug must cost one row, not the run
+            message = f"planning failed: {type(exc).__name__}: {exc}"
+            return self._error_row(line, text, "?", "?", ErrorCode.INTERNAL, message)
+
+    def _plan(self, line: int, text: str | None) -> WorkItem | dict[str, Any] | None:
         self.stats.lines += 1
         if text is None:
             return self._error_row(line, None, "?", "?", ErrorCode.MALFORMED_LINE, "line exceeds the size limit")
         try:
             generation = parse_line(text, line)
         except ManifestError as exc:
-            return self._error_row(line, text, "?", "?", ErrorCode.MALFORMED_LINE, str(exc))
+            return self._error_row(line, text, "?", "?", exc.code, str(exc), exc.generation)
         if self.tasks is not None and generation.task not in self.tasks:
             self.stats.skipped_filtered += 1
             return None

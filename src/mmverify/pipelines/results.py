@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..core.types import Check
+from ..data.jsonsafe import replace_surrogates
 
 RESULTS_SCHEMA_VERSION = 1
 ROW_FIELDS = (
@@ -71,7 +72,9 @@ def make_row(
 
 
 def dumps_row(row: Mapping[str, Any]) -> str:
-    return json.dumps(row, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+    """One row as a JSON line.  A lone surrogate in any string (a task name or id echoed from a
+    line that decoded to one) becomes U+FFFD, so the line can always be written as UTF-8."""
+    return replace_surrogates(json.dumps(row, ensure_ascii=False, allow_nan=False, separators=(", ", ": ")))
 
 
 class ResultsFile:

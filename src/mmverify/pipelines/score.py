@@ -11,7 +11,7 @@ from typing import Any, Iterator, Mapping
 from .. import __version__
 from ..core.media import DEFAULT_LIMITS, MediaLimits
 from ..data.instructions import InstructionSet
-from ..data.manifest import iter_manifest_lines
+from ..data.manifest import is_stream, iter_manifest_lines, manifest_base_dir
 from .execute import LocalExecutor, Planned
 from .plan import Planner, PlanStats
 from .outdir import LATEST_FILE, OutputLock, check_output_folder, claim_for_manifest, current_rows, manifest_fingerprint
@@ -84,7 +84,10 @@ class ScoreOutcome:
     errors: int  # error rows among the current rows (one per manifest line)
 
 
-def count_lines(path: Path) -> int:
+def count_lines(path: Path) -> int | None:
+    """Lines to score, or None for a stream (a pipe can be read only once: by the scorer)."""
+    if is_stream(path):
+        return None
     return sum(1 for _ in iter_manifest_lines(path))
 
 
@@ -105,7 +108,7 @@ def _run_locked(config: ScoreConfig, progress: Any) -> ScoreOutcome:
     existing = results.load()
     done = {row["key"] for row in existing if not (config.retry_errors and row.get("status") == "error")}
     planner = Planner(
-        manifest_dir=config.manifest.resolve().parent,
+        manifest_dir=manifest_base_dir(config.manifest),
         instructions=InstructionSet(config.instructions) if config.instructions else None,
         data_root=config.data_root,
         tasks=config.tasks,
