@@ -498,6 +498,13 @@ def serve_command(
     model: list[str] = typer.Option([], "--model", help="Backend for a capability: capability=backend[@hub-id-or-path] (repeatable)."),
     device: Optional[str] = typer.Option(None, help="Model device (cpu, cuda, cuda:1, mps); default: best available."),
     profile: str = typer.Option("mmmg", help="Scoring rules: mmmg (published evaluator) or strict (this project's corrections)."),
+    max_json_values: int = typer.Option(200_000, min=1, help="Bodies holding more JSON values get 413, checked before decoding."),
+    max_inflight_mb: float = typer.Option(64.0, min=0.001, help="Request bodies held in memory at once; further requests wait for room."),
+    max_waiting: int = typer.Option(256, min=0, help="Requests that may wait for memory room; more get 429 with Retry-After."),
+    header_timeout: float = typer.Option(10.0, min=0.001, help="Seconds allowed for a request's headers; slower connections are closed."),
+    body_timeout: float = typer.Option(30.0, min=0.001, help="Seconds allowed for a request's body after its headers (408 after)."),
+    keep_alive_timeout: float = typer.Option(30.0, min=0.001, help="Idle seconds before a kept-alive connection closes."),
+    shutdown_timeout: float = typer.Option(10.0, min=0.0, help="On SIGINT/SIGTERM, seconds requests being scored get before the process exits."),
 ) -> None:
     """Serve rewards over HTTP: POST /score, POST /get_reward (OpenRLHF), GET /healthz, GET /tasks."""
     try:
@@ -520,6 +527,9 @@ def serve_command(
             item_timeout=timeout or None, request_timeout=request_timeout, max_body_bytes=int(max_body_mb * 1024 * 1024),
             max_items=max_items, batch_wait_ms=batch_wait_ms, max_batch_items=max_batch, on_error=on_error,
             reward_options={"models": model or None, "device": device, "offline": offline or None, "profile": profile},
+            max_json_values=max_json_values, max_inflight_bytes=int(max_inflight_mb * 1024 * 1024), max_waiting=max_waiting,
+            header_timeout=header_timeout, body_timeout=body_timeout, keep_alive_timeout=keep_alive_timeout,
+            shutdown_timeout=shutdown_timeout,
         )  # fmt: skip
         run(config)
     except ImportError as exc:

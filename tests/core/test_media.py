@@ -140,3 +140,15 @@ def test_resample_identity_and_length():
     signal = np.random.default_rng(0).normal(size=1000).astype(np.float32)
     assert resample(signal, 8000, 8000) is signal
     assert len(resample(signal, 8000, 16000)) == 2000
+
+
+def test_decode_errors_carry_no_object_addresses():
+    """Messages end up in result rows, which must be byte-identical between processes."""
+    from mmverify.core.media import MediaError, load_image
+
+    messages = set()
+    for _ in range(2):
+        with pytest.raises(MediaError) as info:
+            load_image(b"definitely not an image")
+        messages.add(str(info.value))
+    assert len(messages) == 1 and " at 0x" not in messages.pop()

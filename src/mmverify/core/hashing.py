@@ -5,10 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 _CHUNK = 1 << 20
+DEFAULT_MAX_FILE_BYTES = 256 * 1024 * 1024  # the media loader's default byte limit
+DEFAULT_MAX_DIGESTS = 8192
+OVERSIZE_SCHEME = "mmverify-oversize-file/1"
 
 
 def canonical_json(obj: Any) -> str:
@@ -28,20 +33,83 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
+def sha256_file_bounded(path: str | os.PathLike[str], max_bytes: int) -> str | None:
+    """SHA-256 of a file of at most ``max_bytes`` bytes; None (after reading at most one chunk past
+    the limit) when it holds more -- a file that grows after its size was checked is caught too."""
+    digest = hashlib.sha256()
+    read = 0
+    with open(path, "rb") as handle:
+        while True:
+            chunk = handle.read(min(_CHUNK, max_bytes - read + 1))
+            if not chunk:
+                return digest.hexdigest()
+            read += len(chunk)
+            if read > max_bytes:
+                return None
+            digest.update(chunk)
+
+
+def oversize_digest(size: int) -> str:
+    """Stands for the content of a file over the byte limit, which is never read: such a file can
+    only be refused as too large, and that outcome depends on its size alone."""
+    return sha256_bytes(f"{OVERSIZE_SCHEME}:{size}".encode("ascii"))
+
+
 def digest_of(*parts: Any) -> str:
     """SHA-256 over the canonical JSON of ``parts`` (strings, numbers, lists, dicts)."""
     return sha256_bytes(canonical_json(list(parts)).encode("utf-8"))
 
 
 class FileDigests:
-    """Memoises file digests within a run, keyed by path, size and modification time."""
+    """Memoises file digests, keyed by path, size and modification time, in a bounded LRU.
 
-    def __init__(self) -> None:
-        self._memo: dict[tuple[str, int, int], str] = {}
+    Files over ``max_bytes`` are not read: their size is checked before hashing (and again while
+    hashing), and they get :func:`oversize_digest`.  At most ``max_entries`` digests are kept; the
+    least recently used go first.  Safe to share between threads.
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_FILE_BYTES, max_entries: int = DEFAULT_MAX_DIGESTS) -> None:
+        if max_bytes < 1 or max_entries < 1:
+            raise ValueError("max_bytes and max_entries must be positive")
+        self.max_bytes = max_bytes
+        self.max_entries = max_entries
+        self._memo: OrderedDict[tuple[str, int, int], str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+    def __getstate__(self) -> dict[str, Any]:  # picklable (rewards travel to worker processes)
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _cached(self, key: tuple[str, int, int]) -> str | None:
+        with self._lock:
+            digest = self._memo.get(key)
+            if digest is not None:
+                self._memo.move_to_end(key)
+            return digest
+
+    def _store(self, key: tuple[str, int, int], digest: str) -> None:
+        with self._lock:
+            self._memo[key] = digest
+            self._memo.move_to_end(key)
+            while len(self._memo) > self.max_entries:
+                self._memo.popitem(last=False)
 
     def __call__(self, path: Path) -> str:
         stat = path.stat()
         key = (str(path), stat.st_size, stat.st_mtime_ns)
-        if key not in self._memo:
-            self._memo[key] = sha256_file(path)
-        return self._memo[key]
+        digest = self._cached(key)
+        if digest is None:
+            if stat.st_size > self.max_bytes:
+                digest = oversize_digest(stat.st_size)
+            else:
+                digest = sha256_file_bounded(path, self.max_bytes) or oversize_digest(self.max_bytes + 1)
+            self._store(key, digest)
+        return digest

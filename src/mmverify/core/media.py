@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import warnings
 from dataclasses import dataclass
 from math import gcd
@@ -93,6 +94,15 @@ def _to_rgb(image: "PIL.Image.Image") -> np.ndarray:  # noqa: F821
     return np.asarray(image, dtype=np.uint8)
 
 
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
+def _describe(exc: BaseException) -> str:
+    """A decoder's message without object addresses (they change between processes, and result rows
+    must be byte-identical across runs)."""
+    return _OBJECT_REPR.sub("<data>", str(exc))
+
+
 def load_image(source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> np.ndarray:
     """Decode an image to a C-contiguous ``uint8`` array ``(H, W, 3)``; first frame of animations."""
     from PIL import Image, UnidentifiedImageError
@@ -115,9 +125,9 @@ def load_image(source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> np.
     except MediaError:
         raise
     except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise MediaError(MediaReason.UNDECODABLE, f"not a decodable image ({exc})") from None
+        raise MediaError(MediaReason.UNDECODABLE, f"not a decodable image ({_describe(exc)})") from None
     except (OSError, ValueError, SyntaxError, EOFError) as exc:  # truncated or corrupt payloads
-        raise MediaError(MediaReason.UNDECODABLE, f"corrupt image data ({exc})") from None
+        raise MediaError(MediaReason.UNDECODABLE, f"corrupt image data ({_describe(exc)})") from None
     return np.ascontiguousarray(array)
 
 
@@ -152,7 +162,7 @@ def load_audio(
     except MediaError:
         raise
     except (sf.LibsndfileError, RuntimeError, ValueError, TypeError) as exc:
-        raise MediaError(MediaReason.UNDECODABLE, f"not decodable audio ({exc})") from None
+        raise MediaError(MediaReason.UNDECODABLE, f"not decodable audio ({_describe(exc)})") from None
     if samples.shape[0] == 0:
         raise MediaError(MediaReason.EMPTY, "audio has no samples")
     if not np.isfinite(samples).all():

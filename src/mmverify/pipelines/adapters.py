@@ -24,23 +24,35 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..core.errors import ErrorCode
-from .reward import ERROR_POLICIES, Item, Refused, Reward, image_part, scores_from_rows
+from .reward import ERROR_POLICIES, Item, Refused, Reward, describe_exception, image_part, loads_json, scores_from_rows
 
 RESPONSE_PLACEHOLDER = "response"  # {"type": "response"} in a parts list stands for the generated text
 
 
 def _decode_json(value: Any) -> Any:
+    """A JSON string decoded (over-long integers become markers the reward refuses); anything
+    else, or text that does not decode, as is."""
     if isinstance(value, (str, bytes)):
         try:
-            return json.loads(value)
-        except json.JSONDecodeError:
+            return loads_json(value)
+        except (ValueError, RecursionError):
             return value
     return value
+
+
+def _guarded(task: Any, make: Callable[..., Item], *args: Any) -> Item:
+    """``make(*args)``, or -- when building the item fails -- a Refused entry (naming ``task``), so
+    a bad sample costs its own row and never the batch."""
+    try:
+        return make(*args)
+    except Exception as exc:
+        context = {"task": task} if isinstance(task, str) else None
+        return Refused(ErrorCode.MALFORMED_LINE, f"cannot build this item: {describe_exception(exc)}", context)
 
 
 def _check_policy(on_error: str, allowed: Sequence[str] = ERROR_POLICIES) -> str:
@@ -119,10 +131,14 @@ class TRLReward:
             raise ValueError(f"this reward has no fixed task and the dataset has no {self.task_column!r} column")
         if len(instances) != len(completions) or (tasks is not None and len(tasks) != len(completions)):
             raise ValueError("dataset columns and completions differ in length")
-        return [
-            self.reward.item(_decode_json(instances[i]), completion_parts(completion), task=tasks[i] if tasks is not None else None)
-            for i, completion in enumerate(completions)
-        ]
+        items: list[Item] = []
+        for i, completion in enumerate(completions):
+            task = tasks[i] if tasks is not None else None
+            items.append(_guarded(task or self.reward.fixed_task, self._item, instances[i], completion, task))
+        return items
+
+    def _item(self, instance: Any, completion: Any, task: str | None) -> Item:
+        return self.reward.item(_decode_json(instance), completion_parts(completion), task=task)
 
     def score(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         rows = self.reward.rows(self._items(prompts, completions, kwargs))
@@ -213,7 +229,7 @@ def compute_score_batch(
     extras = list(extra_infos) if extra_infos is not None else [None] * len(data_sources)
     if not (len(data_sources) == len(solution_strs) == len(ground_truths) == len(extras)):
         raise ValueError("data_sources, solution_strs, ground_truths and extra_infos differ in length")
-    items = [_verl_item(reward, *args) for args in zip(data_sources, solution_strs, ground_truths, extras)]
+    items = [_guarded(args[0], _verl_item, reward, *args) for args in zip(data_sources, solution_strs, ground_truths, extras)]
     rows = reward.rows(items)
     scores = scores_from_rows(rows, on_error)
     return [_verl_result(row, score, component_keys) for row, score in zip(rows, scores)]
@@ -283,20 +299,20 @@ class FlowGRPOReward:
         task = entry.get(self.task_key) if isinstance(entry, Mapping) else None
         return entry, task if isinstance(task, str) else None
 
+    def _item(self, picture: Any, entry: Any) -> Item:
+        annotation, task = self._annotation(entry)
+        task = self.reward.fixed_task or task
+        if task is None:
+            return Refused(ErrorCode.MALFORMED_LINE, f"metadata names no task (key {self.task_key!r})", entry)
+        return self.reward.item(annotation, [image_part(picture, self.channels_first)], task=task)
+
     def __call__(self, images: Any, prompts: Sequence[Any], metadata: Sequence[Any], **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
         pictures = split_images(images)
         if isinstance(metadata, Mapping):
             metadata = [metadata] * len(pictures)
         if len(metadata) != len(pictures):
             raise ValueError(f"got {len(metadata)} metadata entries for {len(pictures)} images")
-        items: list[Item] = []
-        for picture, entry in zip(pictures, metadata):
-            annotation, task = self._annotation(entry)
-            task = self.reward.fixed_task or task
-            if task is None:
-                items.append(Refused(ErrorCode.MALFORMED_LINE, f"metadata names no task (key {self.task_key!r})", entry))
-                continue
-            items.append(self.reward.item(annotation, [image_part(picture, self.channels_first)], task=task))
+        items = [_guarded(self.reward.fixed_task, self._item, picture, entry) for picture, entry in zip(pictures, metadata)]
         rows = self.reward.rows(items)
         scores = scores_from_rows(rows, self.on_error)
         info = {
@@ -350,7 +366,7 @@ def openrlhf_items(body: Mapping[str, Any]) -> list[Item]:
         prompts = [None] * len(queries)
     if not isinstance(prompts, list) or len(prompts) != len(queries):
         raise ValueError(f"'prompts' must be a list as long as 'query' ({len(queries)})")
-    return [_label_item(label, query, prompt) for query, prompt, label in zip(queries, prompts, labels)]
+    return [_guarded(None, _label_item, label, query, prompt) for query, prompt, label in zip(queries, prompts, labels)]
 
 
 def openrlhf_response(rows: Sequence[Mapping[str, Any]], on_error: str = "raise") -> dict[str, Any]:

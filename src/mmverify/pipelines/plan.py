@@ -80,7 +80,7 @@ class Planner:
 
     def __post_init__(self) -> None:
         check_profile(self.profile)
-        self._digests = FileDigests()
+        self._digests = FileDigests(max_bytes=self.limits.max_bytes)
         self._task_objects: dict[str, Any] = {}
         self.stats = PlanStats()
 

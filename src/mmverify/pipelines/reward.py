@@ -24,7 +24,10 @@ from __future__ import annotations
 import ctypes
 import itertools
 import json
+import math
 import os
+import re
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -59,6 +62,140 @@ from .reward_media import (  # noqa: F401  (re-exported: part of the reward API)
 ErrorPolicy = Literal["none", "nan", "zero", "raise"]
 ERROR_POLICIES: tuple[str, ...] = ("none", "nan", "zero", "raise")
 DEFAULT_ITEM_TIMEOUT_S = 60.0
+DESCRIBED_DEPTH = 200  # nesting beyond this is reported as the problem of an unwritable item
+
+
+# -- items that are not JSON ----------------------------------------------------------------------
+
+
+class UnrepresentableNumber:
+    """Stands in for a JSON integer with more digits than Python converts (see
+    ``sys.get_int_max_str_digits``), so decoding a document goes on and only the item holding it
+    is refused."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"UnrepresentableNumber(digits={self.digits})"
+
+
+def _parse_int(text: str) -> int | UnrepresentableNumber:
+    try:
+        return int(text)
+    except ValueError:
+        return UnrepresentableNumber(len(text.lstrip("-")))
+
+
+def loads_json(text: str | bytes | bytearray) -> Any:
+    """``json.loads`` that decodes over-long integers to :class:`UnrepresentableNumber` instead of
+    failing the whole document (NaN, Infinity and lone surrogates decode as Python does; items
+    holding them are refused by :func:`json_problem`).  Raises ValueError or RecursionError."""
+    return json.loads(text, parse_int=_parse_int)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+_Where = Union[tuple[()], tuple[Any, Any]]  # (parent location, key or index) chain, formatted on demand
+
+
+def _where(location: _Where) -> str:
+    steps: list[str] = []
+    while location:
+        location, step = location
+        if isinstance(step, int):
+            steps.append(f"[{step}]")
+        elif isinstance(step, str) and _PLAIN_KEY.fullmatch(step):
+            steps.append(f".{step}")
+        else:
+            steps.append("[" + json.dumps(str(step)[:40]) + "]")  # escapes surrogates, quotes
+    steps.reverse()
+    if len(steps) > 12:
+        steps = [*steps[:10], f"...({len(steps) - 11} more)", steps[-1]]
+    return "".join(steps).lstrip(".") or "the item"
+
+
+def _int_problem(value: int) -> str | None:
+    limit = sys.get_int_max_str_digits()
+    if not limit or value.bit_length() < limit * 3.3:  # fewer than `limit` decimal digits
+        return None
+    try:
+        str(value)
+    except ValueError:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits (beyond the conversion limit)"
+    return None
+
+
+def _scalar_problem(value: Any) -> str | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        match = None if value.isascii() else _SURROGATE.search(value)
+        return f"a string with an unpaired surrogate (\\u{ord(match.group()):04x})" if match else None
+    if isinstance(value, int):
+        return _int_problem(value)
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"a non-finite number ({value!r})"
+    if isinstance(value, UnrepresentableNumber):
+        return f"an integer of {value.digits} digits (beyond the conversion limit)"
+    return f"a value of type {type(value).__name__}, which JSON cannot hold"
+
+
+def _top_field(location: _Where) -> Any:
+    while location and location[0]:
+        location = location[0]
+    return location[1] if location else None
+
+
+def first_json_problem(value: Any, max_depth: int = DESCRIBED_DEPTH) -> tuple[Any, str] | None:
+    """``(top-level key, "<where>: <what>")`` for the first value of ``value`` that strict JSON
+    cannot hold (lone surrogates, NaN/Infinity, integers over the digit limit, non-JSON types,
+    nesting deeper than ``max_depth``); None if there is none.  Iterative: any depth is fine."""
+    stack: list[tuple[Any, _Where, int]] = [(value, (), 0)]
+    while stack:
+        current, location, depth = stack.pop()
+        if isinstance(current, (Mapping, list, tuple)):
+            if depth >= max_depth:
+                return _top_field(location), f"{_where(location)}: nested deeper than {max_depth} levels"
+            if isinstance(current, Mapping):
+                for key, child in current.items():
+                    if not isinstance(key, (str, int, float)) and key is not None:  # json.dumps converts these
+                        return _top_field(location), f"{_where(location)}: key of type {type(key).__name__} (keys must be strings)"
+                    problem = _scalar_problem(key)
+                    if problem:
+                        return _top_field((location, key)), f"{_where(location)}: a key that is {problem}"
+                    stack.append((child, (location, key), depth + 1))
+            else:
+                stack.extend((child, (location, index), depth + 1) for index, child in enumerate(current))
+            continue
+        problem = _scalar_problem(current)
+        if problem:
+            return _top_field(location), f"{_where(location)}: {problem}"
+    return None
+
+
+def json_problem(value: Any, max_depth: int = DESCRIBED_DEPTH) -> str | None:
+    """``"<where>: <what>"`` for the first value strict JSON cannot hold (see
+    :func:`first_json_problem`), else None."""
+    found = first_json_problem(value, max_depth)
+    return found[1] if found else None
+
+
+def safe_text(text: str, limit: int = 500) -> str:
+    """``text`` cut to ``limit`` characters with lone surrogates escaped, so it can go into a row."""
+    text = text if len(text) <= limit else text[: limit - 3] + "..."
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def describe_exception(exc: BaseException) -> str:
+    try:
+        detail = str(exc)
+    except Exception:  # an exception whose message cannot be formatted
+        detail = ""
+    return safe_text(f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__)
+
 
 # decoders reject these bytes, so a non-finite float image scores 0 as ``unreadable_image``
 
@@ -337,19 +474,32 @@ class Reward:
             raise ValueError("this reward scores several tasks: name the task of each item")
         if isinstance(instance, str):
             try:
-                instance = json.loads(instance)
+                instance = loads_json(instance)
             except json.JSONDecodeError:
                 pass  # left as is: the planner reports "'instance' must be an object"
+            except RecursionError:
+                raise ValueError("the instance annotation is nested too deeply") from None
         if instance_id is None:
             try:
                 instance_id = f"{task}/{digest_of(instance)[:16]}"
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, RecursionError):
                 instance_id = f"{task}/unhashable-instance"
         line: dict[str, Any] = {"task": task, "instance_id": instance_id, "instance": instance, "sample": sample}
         if model is not None:
             line["model"] = model
         line["parts"] = to_parts(parts)
         return line
+
+    def build(self, instance: Any, parts: Any, *, task: str | None = None, **options: Any) -> Item:
+        """:meth:`item`, except that a problem with this one generation (a response part of an
+        unsupported type, an unreadable annotation) comes back as a :class:`Refused` entry -- one
+        ``malformed_line`` row -- instead of failing the whole batch."""
+        try:
+            return self.item(instance, parts, task=task, **options)
+        except Exception as exc:
+            named = task or self.fixed_task
+            context = {"task": named} if isinstance(named, str) else None
+            return Refused(ErrorCode.MALFORMED_LINE, f"cannot build this item: {describe_exception(exc)}", context)
 
     # -- scoring ------------------------------------------------------------------------------------
     def __call__(
@@ -367,7 +517,7 @@ class Reward:
         if samples is not None and len(samples) != len(pairs):
             raise ValueError(f"got {len(samples)} samples for {len(pairs)} items")
         items = [
-            self.item(instance, parts, task=tasks[i] if tasks else None, sample=samples[i] if samples else 0)
+            self.build(instance, parts, task=tasks[i] if tasks else None, sample=samples[i] if samples else 0)
             for i, (instance, parts) in enumerate(pairs)
         ]
         return self.score_items(items, convert=False)
@@ -383,10 +533,16 @@ class Reward:
 
     def rows(self, items: Sequence[Item], lines: Sequence[int] | None = None, *, convert: bool = False) -> list[dict[str, Any]]:
         """Result rows in input order; ``lines`` numbers the items (default 1..n), which only
-        matters for items without an ``instance_id`` (their default id names the line)."""
+        matters for items without an ``instance_id`` (their default id names the line).
+
+        Every item gets its own row whatever it holds: a value JSON cannot carry (lone surrogates,
+        NaN, over-long integers, non-JSON types, deep nesting) makes that item a ``malformed_line``
+        row (``invalid_instance`` when it sits in the inline instance), and an unexpected failure
+        while planning or scoring one item is that item's ``internal_error`` row; the other items'
+        rows are those they would get alone."""
         if lines is not None and len(lines) != len(items):
             raise ValueError(f"got {len(lines)} line numbers for {len(items)} items")
-        planned = [self._plan(lines[i] if lines is not None else i + 1, item, convert) for i, item in enumerate(items)]
+        planned = [self._plan_one(lines[i] if lines is not None else i + 1, item, convert) for i, item in enumerate(items)]
         return [entry if isinstance(entry, dict) else self._score(entry) for entry in planned]
 
     def _score(self, entry: WorkItem) -> dict[str, Any]:
@@ -395,53 +551,97 @@ class Reward:
                 return score_item(entry)
         except ItemTimeout:
             return error_row(entry, ErrorCode.TIMEOUT, f"scoring took longer than {self.timeout:g} s")
+        except Exception as exc:  # score_item turns failures into rows; this guards the guard
+            return error_row(entry, ErrorCode.INTERNAL, describe_exception(exc))
+
+    def _plan_one(self, line: int, item: Item, convert: bool) -> WorkItem | dict[str, Any]:
+        try:
+            return self._plan(line, item, convert)
+        except OSError as exc:  # e.g. a media file that exists but cannot be read
+            reason = exc.strerror or type(exc).__name__
+            return self.refusal_row(line, item, ErrorCode.MISSING_MEDIA, f"cannot read a media file ({reason})")
+        except Exception as exc:
+            return self.refusal_row(line, item, ErrorCode.INTERNAL, f"could not plan this item: {describe_exception(exc)}")
 
     def _plan(self, line: int, item: Item, convert: bool) -> WorkItem | dict[str, Any]:
         if isinstance(item, Refused):
             return self.refusal_row(line, item.item, item.code, item.message)
-        if isinstance(item, Mapping):
-            if convert and isinstance(item.get("parts"), (list, tuple)):
-                item = {**item, "parts": to_parts(item["parts"])}
-            if self.fixed_task is not None and "task" not in item:
-                item = {"task": self.fixed_task, **item}
-            task = item.get("task")
-            if self.tasks is not None and isinstance(task, str) and task.strip() not in self.tasks:
-                allowed = ", ".join(sorted(self.tasks))
-                return self.refusal_row(line, item, ErrorCode.UNKNOWN_TASK, f"{task!r} is not scored by this reward (tasks: {allowed})")
-            if not self.allow_paths and isinstance(item.get("parts"), list):
-                if any(isinstance(p, Mapping) and p.get("path") is not None for p in item["parts"]):
-                    message = "media paths are not accepted here (no data root is set); send media inline as base64 'data'"
-                    return self.refusal_row(line, item, ErrorCode.PATH_OUTSIDE_ROOT, message)
         try:
-            text = json.dumps(item, allow_nan=False)  # as api.score_items writes it, so keys agree
-        except (TypeError, ValueError) as exc:
-            return self.refusal_row(line, None, ErrorCode.MALFORMED_LINE, f"item is not JSON-serialisable ({exc})")
-        planned = self._planner.plan(line, text)
+            if isinstance(item, Mapping) and convert and isinstance(item.get("parts"), (list, tuple)):
+                item = {**item, "parts": to_parts(item["parts"])}
+        except Exception as exc:
+            return self.refusal_row(line, item, ErrorCode.MALFORMED_LINE, f"cannot use these parts: {describe_exception(exc)}")
+        if isinstance(item, Mapping) and self.fixed_task is not None and "task" not in item:
+            item = {"task": self.fixed_task, **item}
+        try:
+            # as api.score_items writes it, so keys agree; NaN, Infinity and lone surrogates pass
+            # (escaped) to the manifest parser, which refuses them in the fields it reads
+            text = json.dumps(item)
+        except (TypeError, ValueError, RecursionError) as exc:
+            return self._unwritable_row(line, item, exc)
+        refused = self._refuse(line, item)
+        if refused is not None:
+            return refused
+        try:
+            planned = self._planner.plan(line, text)
+        except ValueError as exc:  # a value the manifest parser let through but could not carry
+            return self.refusal_row(line, item, ErrorCode.MALFORMED_LINE, f"not a valid manifest line: {describe_exception(exc)}")
         assert planned is not None  # the planner filters nothing: no task filter is set
         return planned
 
+    def _unwritable_row(self, line: int, item: Any, exc: BaseException) -> dict[str, Any]:
+        """The row of an item that cannot be written as a manifest line (values outside JSON)."""
+        found = first_json_problem(item, max_depth=DESCRIBED_DEPTH)
+        if found is None:
+            return self.refusal_row(line, item, ErrorCode.MALFORMED_LINE, f"item is not JSON-serialisable ({describe_exception(exc)})")
+        field, problem = found
+        code = ErrorCode.INVALID_INSTANCE if field == "instance" else ErrorCode.MALFORMED_LINE
+        return self.refusal_row(line, item, code, f"unusable value at {problem}")
+
+    def _refuse(self, line: int, item: Any) -> dict[str, Any] | None:
+        """This reward's own refusals: tasks it does not score, paths when none are allowed."""
+        if not isinstance(item, Mapping):
+            return None
+        task = _clean_field(item.get("task"))
+        if self.tasks is not None and task is not None and task.strip() not in self.tasks:
+            allowed = ", ".join(sorted(self.tasks))
+            return self.refusal_row(line, item, ErrorCode.UNKNOWN_TASK, f"{task!r} is not scored by this reward (tasks: {allowed})")
+        if not self.allow_paths and isinstance(item.get("parts"), list):
+            if any(isinstance(p, Mapping) and p.get("path") is not None for p in item["parts"]):
+                message = "media paths are not accepted here (no data root is set); send media inline as base64 'data'"
+                return self.refusal_row(line, item, ErrorCode.PATH_OUTSIDE_ROOT, message)
+        return None
+
     def refusal_row(self, line: int, item: Any, code: str, message: str) -> dict[str, Any]:
-        """An error row for an item refused before planning, shaped like the planner's own."""
+        """An error row for an item refused before planning, shaped like the planner's own.  Never
+        raises: fields that are not clean JSON values are left out of the row."""
         raw = item if isinstance(item, Mapping) else {}
-        task = raw.get("task") if isinstance(raw.get("task"), str) else "?"
-        instance_id = raw.get("instance_id")
-        if not isinstance(instance_id, str) or not instance_id:
-            instance_id = f"{task}/line-{line}" if task != "?" else "?"
+        task = _clean_field(raw.get("task")) or "?"
+        instance_id = _clean_field(raw.get("instance_id")) or (f"{task}/line-{line}" if task != "?" else "?")
         sample = raw.get("sample", 0)
-        sample = sample if isinstance(sample, int) and not isinstance(sample, bool) and sample >= 0 else 0
-        model = raw.get("model") if isinstance(raw.get("model"), str) else None
+        sample = sample if isinstance(sample, int) and not isinstance(sample, bool) and 0 <= sample < 2**63 else 0
+        model = _clean_field(raw.get("model"))
+        message = safe_text(message, 2000)
         try:
             fingerprint: Any = json.loads(json.dumps(item, sort_keys=True, allow_nan=False))
-        except (TypeError, ValueError):
-            fingerprint = repr(item)
+            key = digest_of(KEY_SCHEME, "unresolved", code, line, fingerprint)
+        except (TypeError, ValueError, RecursionError):  # not JSON: the refusal itself identifies it
+            key = digest_of(KEY_SCHEME, "unresolved", code, line, ["not-json", type(item).__name__, message])
         return make_row(
             task=task,
             instance_id=instance_id,
             sample=sample,
             model=model,
-            key=digest_of(KEY_SCHEME, "unresolved", code, line, fingerprint),
+            key=key,
             line=line,
             verifier=None,
             error_code=code,
             error_message=message,
         )
+
+
+def _clean_field(value: Any) -> str | None:
+    """A string field of an item as it may be copied into a row: non-empty, short, valid Unicode."""
+    if not isinstance(value, str) or not value or len(value) > 1000 or _scalar_problem(value):
+        return None
+    return value
