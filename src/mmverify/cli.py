@@ -97,6 +97,11 @@ def score_command(
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster address (default: start a local instance)."),
     gpus_per_worker: float = typer.Option(0.0, min=0.0, help="GPUs each Ray worker requests (model backends on GPU)."),
     timeout: float = typer.Option(300.0, min=0.0, help="Per-item time limit in seconds (0: none)."),
+    warmup_timeout: float = typer.Option(
+        600.0, min=0.0,
+        help="Seconds for worker start-up, task import/build and each task's first use (lazy imports, model loading), "
+        "apart from --timeout (0: none).",
+    ),
     thresholds: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="Thresholds JSON from `calibrate`."),
     data_root: Optional[Path] = typer.Option(None, help="Refuse media paths that resolve outside this folder."),
     retry_errors: bool = typer.Option(False, help="Rescore rows that ended as errors in an earlier run."),
@@ -204,6 +209,7 @@ def score_command(
         tasks=selected,
         workers=workers,
         timeout=timeout or None,
+        warmup_timeout=warmup_timeout or None,
         thresholds=threshold_map,
         data_root=data_root,
         retry_errors=retry_errors,

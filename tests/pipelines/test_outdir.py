@@ -158,3 +158,21 @@ def test_unusable_output_folders_fail_with_one_clear_line(tmp_path, case):
     assert expected in " ".join(result.output.split()) and "Traceback" not in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
+
+
+def test_cache_problems_met_during_the_run_are_in_the_summary(tmp_path, monkeypatch):
+    from mmverify.models.cache import CacheProblem, record_cache_problem
+    from mmverify.tasks.format_fill import FormatBorder
+
+    original = FormatBorder.score
+    broken = str(tmp_path / "judge.sqlite")
+
+    def score_and_meet_a_broken_cache(self, instance, response):
+        record_cache_problem(CacheProblem(broken, "corrupt", "file is not a database", "moved aside", broken + ".corrupt"))
+        return original(self, instance, response)
+
+    clean = run_score(ScoreConfig(manifest=_border_manifest(tmp_path), out=tmp_path / "clean"))
+    assert clean.summary["cache_problems"] == []
+    monkeypatch.setattr(FormatBorder, "score", score_and_meet_a_broken_cache)
+    summary = run_score(ScoreConfig(manifest=_border_manifest(tmp_path, "m2.jsonl"), out=tmp_path / "out")).summary
+    assert [(p["path"], p["kind"]) for p in summary["cache_problems"]] == [(broken, "corrupt")]

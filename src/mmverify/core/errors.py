@@ -23,6 +23,7 @@ class ErrorCode:
     JUDGE_FAILED = "judge_failed"  # the judge endpoint gave no usable reply after retries
     JUDGE_UNPARSEABLE = "judge_unparseable"  # a reply that does not end in the answer format asked for
     TIMEOUT = "timeout"
+    WARMUP_TIMEOUT = "warmup_timeout"  # worker start-up, task import/build or first use ran past the warm-up budget
     WORKER_CRASHED = "worker_crashed"
     INTERNAL = "internal_error"
 

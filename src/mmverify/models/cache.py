@@ -4,20 +4,41 @@ Keys combine the backend fingerprint (name + checkpoint digest), the kind of out
 parameters (language, crop policy) and the content hash of the input, so a different checkpoint or
 setting never reuses a stale entry.  SQLite in WAL mode: safe with several worker processes; values
 are raw float32 bytes or UTF-8 text -- nothing is ever unpickled.
+
+A cache is an optimisation, never a reason to lose a result.  :class:`SQLiteStore` (the base of this
+cache and of the judge's reply cache) therefore never raises into its caller:
+
+* a corrupt file (random bytes, truncated, "database disk image is malformed") is moved aside to
+  ``<name>.corrupt-<UTC time>`` (with its ``-wal``/``-shm`` files) and a fresh cache is started;
+* a file that can only be read (read-only file or folder) serves lookups but stores nothing;
+* a path that cannot be opened at all (a folder, a missing permission) is bypassed: lookups miss;
+* a failed write (disk full, read-only, locked) keeps the value the caller already has and turns
+  further writes off in this process.
+
+Each problem is logged once as a warning naming the file and kept in :func:`cache_problems`, so a
+run summary can show it.  Worker processes forward theirs to the parent
+(:func:`set_cache_problem_logging`, :func:`record_cache_problem`), which logs each one once.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import sqlite3
 import threading
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from ..core.hashing import digest_of
 from ..core.settings import private_dir
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -27,6 +48,335 @@ CREATE TABLE IF NOT EXISTS entries (
     value BLOB NOT NULL
 )
 """
+_SIDECARS = ("-wal", "-shm", "-journal")
+_BUSY_TIMEOUT_S = 60.0
+
+
+# -- problems -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CacheProblem:
+    """Something wrong with a cache file, and what was done about it.
+
+    ``kind``: ``corrupt`` (moved aside, a fresh cache started), ``read_only`` (read, not written),
+    ``unusable`` (bypassed) or ``write_failed`` (values used, no longer stored).
+    """
+
+    path: str
+    kind: str
+    detail: str
+    action: str
+    moved_to: str | None = None
+
+    def message(self) -> str:
+        return f"cache {self.path}: {self.detail}; {self.action}"
+
+
+_PROBLEMS: dict[tuple[str, str], CacheProblem] = {}
+_PROBLEMS_LOCK = threading.Lock()
+_LOGGING = {"enabled": True}
+
+
+def cache_problems() -> list[dict[str, Any]]:
+    """The cache problems met in this process (or forwarded to it by its workers), oldest first,
+    one per file and kind, as JSON-ready dicts (``path``, ``kind``, ``detail``, ``action``,
+    ``moved_to``)."""
+    with _PROBLEMS_LOCK:
+        return [asdict(problem) for problem in _PROBLEMS.values()]
+
+
+def record_cache_problem(problem: CacheProblem | Mapping[str, Any]) -> bool:
+    """Keep ``problem`` (once per file and kind) and log it as a warning; True when it is new."""
+    if not isinstance(problem, CacheProblem):
+        problem = CacheProblem(**dict(problem))
+    with _PROBLEMS_LOCK:
+        if (problem.path, problem.kind) in _PROBLEMS:
+            return False
+        _PROBLEMS[(problem.path, problem.kind)] = problem
+    if _LOGGING["enabled"]:
+        log.warning(problem.message())
+    return True
+
+
+def set_cache_problem_logging(enabled: bool) -> None:
+    """Whether new problems are logged by this process (worker processes forward them instead)."""
+    _LOGGING["enabled"] = enabled
+
+
+def clear_cache_problems() -> None:
+    """Forget the problems recorded so far (a long-lived process starting a new run)."""
+    with _PROBLEMS_LOCK:
+        _PROBLEMS.clear()
+
+
+# -- failure analysis -----------------------------------------------------------------------------
+_CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+_FULL_CODES = {13}  # SQLITE_FULL
+_READ_ONLY_CODES = {8}  # SQLITE_READONLY
+
+
+def failure_kind(exc: BaseException) -> str:
+    """``corrupt``, ``full``, ``read_only`` or ``other`` for an SQLite or OS error."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        primary = code & 0xFF  # extended codes carry the primary code in their low byte
+        if primary in _CORRUPT_CODES:
+            return "corrupt"
+        if primary in _FULL_CODES:
+            return "full"
+        if primary in _READ_ONLY_CODES:
+            return "read_only"
+    text = str(exc).lower()
+    if "malformed" in text or "not a database" in text:
+        return "corrupt"
+    if "disk is full" in text or isinstance(exc, OSError) and exc.errno == 28:  # ENOSPC
+        return "full"
+    if "readonly" in text or "read-only" in text:
+        return "read_only"
+    return "other"
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, _Unusable) else f"{type(exc).__name__}: {exc}"
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino)
+
+
+@contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """An advisory lock on ``folder``, shared by every process repairing a cache in it (POSIX)."""
+    try:
+        import fcntl
+
+        descriptor = os.open(folder, os.O_RDONLY)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # closing releases the lock
+
+
+def _aside_path(path: Path) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    candidate = path.with_name(f"{path.name}.corrupt-{stamp}")
+    counter = 1
+    while candidate.exists() or any(Path(f"{candidate}{s}").exists() for s in _SIDECARS):
+        candidate = path.with_name(f"{path.name}.corrupt-{stamp}-{counter}")
+        counter += 1
+    return candidate
+
+
+def move_aside(path: Path) -> Path:
+    """Rename ``path`` (and its SQLite side files) to ``<name>.corrupt-<UTC time>``; the new path.
+
+    Side files go first: a process that opens ``path`` meanwhile then meets either the old file
+    (and waits for the repair) or none (and creates the fresh one) -- never a mixed pair.
+    """
+    target = _aside_path(path)
+    for suffix in _SIDECARS:
+        sidecar = Path(f"{path}{suffix}")
+        if sidecar.exists():
+            sidecar.rename(Path(f"{target}{suffix}"))
+    path.rename(target)
+    return target
+
+
+class _Unusable(Exception):
+    """The cache path cannot hold an SQLite file (for example, it is a folder)."""
+
+
+# -- the fault-tolerant store ---------------------------------------------------------------------
+class SQLiteStore:
+    """An SQLite file used as a cache by several threads and processes, tolerant of broken files.
+
+    Subclasses set ``table`` and ``schema`` and use :meth:`_read` / :meth:`_write`, which never
+    raise: a read that cannot be answered is a miss, a write that fails is dropped (see the module
+    docstring for what happens to the file, and :func:`cache_problems` for what was reported).
+    """
+
+    table: ClassVar[str]
+    schema: ClassVar[str]
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).expanduser()
+        self.hits = 0
+        self.misses = 0
+        self._local = threading.local()
+        self._lock = threading.RLock()
+        self._mode = "rw"  # "rw", "ro" (reads only) or "off" (bypassed)
+        self._writable = True
+        self._generation = 0  # bumped when the file is replaced: every thread reconnects
+        self._connection()  # open now, so that a broken file is found and dealt with up front
+
+    @property
+    def usable(self) -> bool:
+        """False once the cache is bypassed (every lookup misses, nothing is stored)."""
+        return self._mode != "off"
+
+    @property
+    def writable(self) -> bool:
+        return self._mode == "rw" and self._writable
+
+    # -- connections ------------------------------------------------------------------------------
+    def _connection(self) -> sqlite3.Connection | None:
+        # one connection per thread and process: SQLite connections must not cross a fork
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if conn is not None and local.pid == os.getpid() and local.generation == self._generation:
+            return conn
+        with self._lock:
+            if conn is not None and local.pid == os.getpid():
+                conn.close()
+            local.conn = None
+            if self._mode == "off":
+                return None
+            seen = _identity(self.path)
+            try:
+                conn = self._open(self._mode == "ro")
+                identity = _identity(self.path)
+                if identity != seen:  # the file changed around the open: which one we hold is unknown
+                    identity = None
+            except (sqlite3.Error, OSError, _Unusable) as exc:
+                conn, identity = self._open_failed(exc, seen)
+                if conn is None:
+                    return None
+            local.conn, local.pid, local.generation, local.identity = conn, os.getpid(), self._generation, identity
+            return conn
+
+    def _open(self, read_only: bool = False) -> sqlite3.Connection:
+        if self.path.is_dir():
+            raise _Unusable("the path is a folder, not an SQLite file")
+        private_dir(self.path.parent)
+        if read_only:
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+            statements: Sequence[str] = (f"SELECT 1 FROM {self.table} LIMIT 1",)
+        else:
+            conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+            statements = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", self.schema)
+        try:
+            for statement in statements:
+                conn.execute(statement).fetchall()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_failed(
+        self, exc: BaseException, seen: tuple[int, int] | None
+    ) -> tuple[sqlite3.Connection | None, tuple[int, int] | None]:
+        """A connection after a failed open, and the identity of the file it holds."""
+        # every repair happens under the folder lock, so while it is held the file stays put
+        with _folder_lock(self.path.parent):
+            conn = None
+            if _identity(self.path) != seen:  # another process replaced the file meanwhile
+                try:
+                    conn = self._open(self._mode == "ro")
+                except (sqlite3.Error, OSError, _Unusable) as again:
+                    exc = again
+            if conn is None:
+                conn = self._settle(exc)
+            return conn, _identity(self.path)
+
+    def _settle(self, exc: BaseException) -> sqlite3.Connection | None:
+        """Deal with a file that cannot be opened (under the folder lock)."""
+        kind = failure_kind(exc)
+        if kind == "corrupt":
+            return self._replace_corrupt(exc)
+        if kind in ("read_only", "full") and self._mode == "rw":
+            try:
+                conn = self._open(read_only=True)
+            except (sqlite3.Error, OSError, _Unusable):
+                pass
+            else:
+                self._mode = "ro"
+                self._report("read_only", exc, "lookups are served from it, but nothing new is stored in it")
+                return conn
+        self._bypass(exc)
+        return None
+
+    def _replace_corrupt(self, exc: BaseException) -> sqlite3.Connection | None:
+        """Move a corrupt file aside and start afresh (under the folder lock)."""
+        try:
+            moved = move_aside(self.path)
+            conn = self._open()
+        except (sqlite3.Error, OSError, _Unusable) as failure:
+            self._bypass(failure, f"(it was unreadable: {_describe(exc)})")
+            return None
+        self._generation, self._mode = self._generation + 1, "rw"
+        self._report("corrupt", exc, f"moved aside to {moved.name}; a fresh cache was started", moved)
+        return conn
+
+    def _bypass(self, exc: BaseException, note: str = "") -> None:
+        self._mode = "off"
+        self._generation += 1  # every thread drops its connection
+        detail = f"{_describe(exc)} {note}".strip()
+        record_cache_problem(CacheProblem(str(self.path), "unusable", detail, "bypassed: lookups miss and nothing is stored"))
+
+    def _report(self, kind: str, exc: BaseException, action: str, moved: Path | None = None) -> None:
+        record_cache_problem(CacheProblem(str(self.path), kind, _describe(exc), action, str(moved) if moved else None))
+
+    # -- guarded statements -----------------------------------------------------------------------
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any] | None:
+        """The rows of a query, or None when the cache cannot answer (a miss for the caller)."""
+        for _attempt in range(3):  # retries: on a file another process put in place, on a fresh file
+            conn = self._connection()
+            if conn is None:
+                return None
+            try:
+                return conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                if not self._failed(exc, writing=False):
+                    return None
+        return None
+
+    def _write(self, sql: str, params: Sequence[Any]) -> bool:
+        """Run a write; False when it was dropped (the failure is reported once)."""
+        for _attempt in range(3):  # retries: on a file another process put in place, on a fresh file
+            if not self.writable:
+                return False
+            conn = self._connection()
+            if conn is None or not self.writable:
+                return False
+            try:
+                conn.execute(sql, params)
+                return True
+            except sqlite3.Error as exc:
+                if not self._failed(exc, writing=True):
+                    return False
+        return False
+
+    def _failed(self, exc: sqlite3.Error, *, writing: bool) -> bool:
+        """Deal with a failed statement; True when a fresh file is now in place (worth a retry)."""
+        with self._lock, _folder_lock(self.path.parent):
+            if self._mode == "off":
+                return False
+            if _identity(self.path) != getattr(self._local, "identity", None):
+                self._generation += 1  # another process replaced the file: every thread reconnects
+                return True
+            if failure_kind(exc) == "corrupt":
+                conn = self._replace_corrupt(exc)
+                if conn is not None:
+                    conn.close()  # each thread reconnects to the fresh file
+                return conn is not None
+            if writing:
+                self._writable = False
+                self._report("write_failed", exc, "values are still used, but no longer stored by this process")
+            else:
+                self._bypass(exc)
+            return False
+
+    def _count(self) -> int:
+        rows = self._read(f"SELECT COUNT(*) FROM {self.table}")
+        return int(rows[0][0]) if rows else 0
 
 
 def array_digest(array: np.ndarray) -> str:
@@ -37,59 +387,46 @@ def array_digest(array: np.ndarray) -> str:
     return digest.hexdigest()
 
 
-class OutputCache:
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        private_dir(self.path.parent)
-        self._local = threading.local()
-        self.hits = 0
-        self.misses = 0
-        with self._connection() as conn:
-            conn.execute(_SCHEMA)
-
-    def _connection(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-        return conn
+class OutputCache(SQLiteStore):
+    table = "entries"
+    schema = _SCHEMA
 
     @staticmethod
     def key(fingerprint: str, kind: str, content: str, **params: Any) -> str:
         return digest_of("mmverify-cache/1", fingerprint, kind, params, content)
 
-    def get_array(self, key: str) -> np.ndarray | None:
-        row = self._connection().execute("SELECT shape, value FROM entries WHERE key = ?", (key,)).fetchone()
-        if row is None:
+    def _lookup(self, sql: str, key: str) -> Any:
+        rows = self._read(sql, (key,))
+        if not rows:
             self.misses += 1
             return None
         self.hits += 1
+        return rows[0]
+
+    def get_array(self, key: str) -> np.ndarray | None:
+        row = self._lookup("SELECT shape, value FROM entries WHERE key = ?", key)
+        if row is None:
+            return None
         shape = tuple(int(n) for n in row[0].split(",") if n)
         return np.frombuffer(row[1], dtype=np.float32).reshape(shape).copy()
 
     def put_array(self, key: str, kind: str, value: np.ndarray) -> None:
         array = np.ascontiguousarray(value, dtype=np.float32)
         shape = ",".join(str(n) for n in array.shape)
-        self._connection().execute(
+        self._write(
             "INSERT OR REPLACE INTO entries (key, kind, shape, value) VALUES (?, ?, ?, ?)",
             (key, kind, shape, array.tobytes()),
         )
 
     def get_text(self, key: str) -> str | None:
-        row = self._connection().execute("SELECT value FROM entries WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        return bytes(row[0]).decode("utf-8")
+        row = self._lookup("SELECT value FROM entries WHERE key = ?", key)
+        return None if row is None else bytes(row[0]).decode("utf-8")
 
     def put_text(self, key: str, kind: str, value: str) -> None:
-        self._connection().execute(
+        self._write(
             "INSERT OR REPLACE INTO entries (key, kind, shape, value) VALUES (?, ?, NULL, ?)",
             (key, kind, value.encode("utf-8")),
         )
 
     def __len__(self) -> int:
-        return int(self._connection().execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+        return self._count()

@@ -36,7 +36,6 @@ import hashlib
 import io
 import ipaddress
 import os
-import sqlite3
 import threading
 import time
 import weakref
@@ -51,9 +50,8 @@ import numpy as np
 
 from ..core.errors import ErrorCode, ScoringError
 from ..core.hashing import digest_of
-from ..core.settings import private_dir
 from .base import ModelUnavailable
-from .cache import array_digest
+from .cache import SQLiteStore, array_digest
 from .judge_config import (  # noqa: F401  (re-exported: callers import configuration from here too)
     DEFAULT_API_KEY_ENV,
     ENV_PREFIX,
@@ -178,46 +176,33 @@ CREATE TABLE IF NOT EXISTS replies (
 """
 
 
-class JudgeCache:
+class JudgeCache(SQLiteStore):
     """Judge replies on disk (SQLite, WAL): safe for several threads and worker processes.
 
-    Only successful replies are stored, so a failure is retried on the next run.
+    Only successful replies are stored, so a failure is retried on the next run.  A broken file
+    never costs a reply: a corrupt one is moved aside, an unusable one bypassed, and a failed write
+    leaves the reply with its caller (see :class:`~mmverify.models.cache.SQLiteStore`).
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path).expanduser()
-        private_dir(self.path.parent)
-        self._local = threading.local()
-        self.hits = 0
-        self.misses = 0
-        self._connection().execute(_CACHE_SCHEMA)
-
-    def _connection(self) -> sqlite3.Connection:
-        # one connection per thread and process: SQLite connections must not cross a fork
-        conn = getattr(self._local, "conn", None)
-        if conn is None or self._local.pid != os.getpid():
-            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn, self._local.pid = conn, os.getpid()
-        return conn
+    table = "replies"
+    schema = _CACHE_SCHEMA
 
     def get(self, key: str) -> str | None:
-        row = self._connection().execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
-        if row is None:
+        rows = self._read("SELECT reply FROM replies WHERE key = ?", (key,))
+        if not rows:
             self.misses += 1
             return None
         self.hits += 1
-        return str(row[0])
+        return str(rows[0][0])
 
     def put(self, key: str, model: str, reply: str) -> None:
-        self._connection().execute(
+        self._write(
             "INSERT OR REPLACE INTO replies (key, model, reply, created) VALUES (?, ?, ?, ?)",
             (key, model, reply, time.time()),
         )
 
     def __len__(self) -> int:
-        return int(self._connection().execute("SELECT COUNT(*) FROM replies").fetchone()[0])
+        return self._count()
 
 
 def _as_cache(cache: JudgeCache | str | Path | None) -> JudgeCache | None:

@@ -8,12 +8,21 @@
   (segfault, out of memory) costs one ``worker_crashed`` row, not the run.
 
 All emit rows in plan order whatever the completion order, so results are identical for any N.
+
+Warm-up has its own budget (``warmup_timeout``, default 600 s), apart from the per-item limit: the
+first item of a task in a process pays for starting the worker, importing and building the task
+(and its optional ``warm_up()`` hook), and for the lazy imports and model loading of its first use.
+That first use is scored under the warm-up budget; its row is kept when scoring took no longer than
+the item limit, otherwise the item is scored again, warm, under the item limit -- so a slow warm-up
+never turns into ``timeout`` rows, and a slow item still does.  Running out of the warm-up budget
+gives a ``warmup_timeout`` row.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+import time
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +37,7 @@ from .results import make_row
 
 Planned = Union[WorkItem, dict]
 _TASKS: dict[tuple[str, str], Any] = {}  # (task id, profile) -> built task
+DEFAULT_WARMUP_TIMEOUT = 600.0  # seconds for worker start-up, task import/build and first use
 
 
 class ItemTimeout(Exception):
@@ -59,14 +69,47 @@ def error_row(item: WorkItem, code: str, message: str) -> dict[str, Any]:
     return _row(item, error_code=code, error_message=message)
 
 
+def _task_for(item: WorkItem) -> Any:
+    built = (item.task, item.profile)
+    if built not in _TASKS:
+        _TASKS[built] = TASK_REGISTRY.get(item.task).build(item.profile)
+    return _TASKS[built]
+
+
+def is_warm(item: WorkItem) -> bool:
+    """Whether this process has already built the item's task (its warm-up is behind it)."""
+    return (item.task, item.profile) in _TASKS
+
+
+def warm_up(item: WorkItem) -> tuple[dict[str, Any], float]:
+    """The first use of the item's task in this process: import and build the task, run its
+    optional ``warm_up()`` hook, then score the item (lazy imports and model loading happen here).
+
+    Returns the row and the seconds its scoring took; callers run this under the warm-up budget
+    and keep the row only when those seconds fit the item's own limit (see :func:`fits`).
+    """
+    try:
+        hook = getattr(_task_for(item), "warm_up", None)
+        if callable(hook):
+            hook()
+    except (ItemTimeout, KeyboardInterrupt):
+        raise
+    except Exception:
+        pass  # scoring meets the same failure and turns it into the item's row
+    started = time.monotonic()
+    row = score_item(item)
+    return row, time.monotonic() - started
+
+
+def fits(seconds: float, limit: float | None) -> bool:
+    return not limit or seconds <= limit
+
+
 def score_item(item: WorkItem) -> dict[str, Any]:
     """Score one item; every outcome is a row (never raises, except for timeouts and interrupts)."""
     task = None
     try:
-        built = (item.task, item.profile)
-        if built not in _TASKS:
-            _TASKS[built] = TASK_REGISTRY.get(item.task).build(item.profile)
-        task = _TASKS[built]
+        task = _task_for(item)
         check = task.score(item.instance, Response(item.parts, item.limits))
         return _row(item, check=check, passed=_passed(item, task, check))
     except GenerationFault as fault:
@@ -112,18 +155,37 @@ def timeout_row(item: WorkItem, seconds: float | None) -> dict[str, Any]:
     return error_row(item, ErrorCode.TIMEOUT, f"scoring took longer than {seconds:g} s")
 
 
+def warmup_timeout_row(item: WorkItem, seconds: float | None) -> dict[str, Any]:
+    message = (
+        f"warm-up took longer than {seconds:g} s (worker start-up, importing and building task {item.task!r}, "
+        "and its first use: lazy imports, model loading); the item's own time limit had not started"
+    )
+    return error_row(item, ErrorCode.WARMUP_TIMEOUT, message)
+
+
+def score_locally(item: WorkItem, timeout: float | None, warmup_timeout: float | None) -> dict[str, Any]:
+    """Score one item in this process: a first use of its task under ``warmup_timeout``, then (unless
+    that row already fits) the item under ``timeout``."""
+    if not is_warm(item):
+        try:
+            with _alarm(warmup_timeout):
+                row, seconds = warm_up(item)
+        except ItemTimeout:
+            return warmup_timeout_row(item, warmup_timeout)
+        if fits(seconds, timeout):
+            return row
+    try:
+        with _alarm(timeout):
+            return score_item(item)
+    except ItemTimeout:
+        return timeout_row(item, timeout)
+
+
 @dataclass
 class LocalExecutor:
     timeout: float | None = None
+    warmup_timeout: float | None = DEFAULT_WARMUP_TIMEOUT
 
     def run(self, planned: Iterable[Planned]) -> Iterator[dict[str, Any]]:
         for entry in planned:
-            if isinstance(entry, dict):
-                yield entry
-                continue
-            try:
-                with _alarm(self.timeout):
-                    row = score_item(entry)
-            except ItemTimeout:
-                row = timeout_row(entry, self.timeout)
-            yield row
+            yield entry if isinstance(entry, dict) else score_locally(entry, self.timeout, self.warmup_timeout)

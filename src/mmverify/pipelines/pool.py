@@ -4,6 +4,11 @@ Items go to idle workers; finished rows wait in a reorder buffer and leave in pl
 whose item passes its deadline is killed and replaced (``timeout`` row); one that dies mid-item is
 replaced too (``worker_crashed`` row).  Intake pauses while ``max_pending`` rows wait for an
 earlier, slower item, which bounds memory.
+
+Two clocks: an item handed to a worker that has not used its task yet runs first under the warm-up
+budget (worker start-up, task import and build, the first use's lazy imports and model loading;
+``warmup_timeout`` row when it runs out).  The item's own clock starts only when the worker reports
+that the item itself started (see :mod:`.execute`).
 """
 
 from __future__ import annotations
@@ -13,13 +18,34 @@ import signal
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from ..core.errors import ErrorCode
-from .execute import Planned, error_row, score_item, timeout_row
+from ..models.cache import cache_problems, record_cache_problem, set_cache_problem_logging
+from .execute import (
+    DEFAULT_WARMUP_TIMEOUT,
+    Planned,
+    error_row,
+    fits,
+    is_warm,
+    score_item,
+    timeout_row,
+    warm_up,
+    warmup_timeout_row,
+)
 from .plan import WorkItem
 
-Job = tuple[int, WorkItem, float]  # sequence number, item, deadline (monotonic seconds)
+Initializer = Callable[..., None]
+# what a worker reports: ("started",) when the item's own clock starts, then ("done", row, problems)
+Event = tuple[Any, ...]
+
+
+@dataclass
+class Job:
+    seq: int
+    item: WorkItem
+    deadline: float  # monotonic seconds
+    started: bool  # False while the worker warms up; True once the item's own clock runs
 
 
 class WorkerDied(Exception):
@@ -29,13 +55,17 @@ class WorkerDied(Exception):
 class PoolWorker(Protocol):
     job: Job | None
 
-    def submit(self, seq: int, item: WorkItem) -> None: ...
+    def submit(self, seq: int, item: WorkItem) -> bool: ...  # True: the item started at once
 
-    def result(self) -> dict[str, Any]: ...  # raises WorkerDied
+    def receive(self) -> Event: ...  # raises WorkerDied
 
     def kill(self) -> None: ...
 
     def stop(self) -> None: ...
+
+
+def _deadline(limit: float | None) -> float:
+    return time.monotonic() + limit if limit else float("inf")
 
 
 @dataclass
@@ -45,6 +75,7 @@ class OrderedPool:
     workers: int = 2
     timeout: float | None = None
     max_pending: int = 256
+    warmup_timeout: float | None = DEFAULT_WARMUP_TIMEOUT
 
     def run(self, planned: Iterable[Planned]) -> Iterator[dict[str, Any]]:
         pool = [self.make_worker() for _ in range(self.workers)]
@@ -65,8 +96,8 @@ class OrderedPool:
                         done[seq] = entry
                         continue
                     worker = next(w for w in pool if w.job is None)
-                    worker.submit(seq, entry)
-                    worker.job = (seq, entry, time.monotonic() + self.timeout if self.timeout else float("inf"))
+                    started = worker.submit(seq, entry)
+                    worker.job = Job(seq, entry, _deadline(self.timeout if started else self.warmup_timeout), started)
                 while next_out in done:
                     yield done.pop(next_out)
                     next_out += 1
@@ -75,33 +106,72 @@ class OrderedPool:
                     if exhausted:
                         break
                     continue
-                nearest = min(w.job[2] for w in busy)  # type: ignore[index]
+                nearest = min(w.job.deadline for w in busy)  # type: ignore[union-attr]
                 wait_for = None if nearest == float("inf") else max(0.0, nearest - time.monotonic())
                 ready = self.wait_ready(busy, wait_for)
                 for index, worker in enumerate(pool):
                     if worker.job is None:
                         continue
-                    seq, item, deadline = worker.job
-                    if worker in ready:
-                        try:
-                            done[seq] = worker.result()
-                            worker.job = None
-                            continue
-                        except WorkerDied:
-                            done[seq] = error_row(item, ErrorCode.WORKER_CRASHED, "the worker died while scoring this item")
-                    elif time.monotonic() >= deadline:
-                        done[seq] = timeout_row(item, self.timeout)
-                    else:
-                        continue
-                    worker.kill()
-                    pool[index] = self.make_worker()
+                    row, replace = self._step(worker, worker in ready)
+                    if row is not None:
+                        done[worker.job.seq] = row
+                        worker.job = None
+                    if replace:
+                        worker.kill()
+                        pool[index] = self.make_worker()
         finally:
             for worker in pool:
                 worker.stop()
 
+    def _step(self, worker: PoolWorker, ready: bool) -> tuple[dict[str, Any] | None, bool]:
+        """Advance one busy worker: its finished row (or None) and whether to replace it."""
+        job = worker.job
+        assert job is not None
+        if ready:
+            try:
+                event = worker.receive()
+            except WorkerDied:
+                return error_row(job.item, ErrorCode.WORKER_CRASHED, "the worker died while scoring this item"), True
+            if event[0] == "started":
+                job.started, job.deadline = True, _deadline(self.timeout)
+                return None, False
+            _done, row, problems = event
+            for problem in problems:  # problems a worker met with its caches, reported here once
+                record_cache_problem(problem)
+            return row, False
+        if time.monotonic() < job.deadline:
+            return None, False
+        if job.started:
+            return timeout_row(job.item, self.timeout), True
+        return warmup_timeout_row(job.item, self.warmup_timeout), True
 
-def _process_main(conn: Connection) -> None:
+
+class ProblemForwarder:
+    """In a worker process: cache problems are sent to the parent (which logs each once)."""
+
+    def __init__(self) -> None:
+        set_cache_problem_logging(False)
+        self.sent = 0
+
+    def new(self) -> list[dict[str, Any]]:
+        problems = cache_problems()[self.sent :]
+        self.sent += len(problems)
+        return problems
+
+
+def first_use(item: WorkItem, timeout: float | None) -> dict[str, Any] | None:
+    """Warm up on the item when its task is new to this process; its row when that fits ``timeout``."""
+    if is_warm(item):
+        return None
+    row, seconds = warm_up(item)
+    return row if fits(seconds, timeout) else None
+
+
+def _process_main(conn: Connection, timeout: float | None, initializer: Initializer | None, initargs: Sequence[Any]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    forwarder = ProblemForwarder()
+    if initializer is not None:
+        initializer(*initargs)
     while True:
         try:
             message = conn.recv()
@@ -110,26 +180,35 @@ def _process_main(conn: Connection) -> None:
         if message is None:
             return
         seq, item = message
-        conn.send((seq, score_item(item)))
+        row = first_use(item, timeout)
+        conn.send(("started",))
+        if row is None:
+            row = score_item(item)
+        conn.send(("done", row, forwarder.new()))
 
 
 class ProcessWorker:
-    def __init__(self, context: Any) -> None:
+    def __init__(
+        self, context: Any, timeout: float | None = None, initializer: Initializer | None = None, initargs: Sequence[Any] = ()
+    ) -> None:
         self.conn, child = context.Pipe(duplex=True)
-        self.process = context.Process(target=_process_main, args=(child,), daemon=True)
+        self.process = context.Process(target=_process_main, args=(child, timeout, initializer, tuple(initargs)), daemon=True)
         self.process.start()
         child.close()
         self.job: Job | None = None
 
-    def submit(self, seq: int, item: WorkItem) -> None:
-        self.conn.send((seq, item))
-
-    def result(self) -> dict[str, Any]:
+    def submit(self, seq: int, item: WorkItem) -> bool:
         try:
-            _seq, row = self.conn.recv()
+            self.conn.send((seq, item))
+        except OSError:  # the worker is gone: receive() reports it
+            pass
+        return False  # the worker says when the item itself starts
+
+    def receive(self) -> Event:
+        try:
+            return self.conn.recv()  # type: ignore[no-any-return]
         except (EOFError, OSError):
             raise WorkerDied() from None
-        return row
 
     def kill(self) -> None:
         self.process.kill()
@@ -155,13 +234,24 @@ def _wait_pipes(workers: list[PoolWorker], timeout: float | None) -> list[PoolWo
 
 @dataclass
 class ProcessExecutor:
-    """``--workers N``: N spawned worker processes."""
+    """``--workers N``: N spawned worker processes.
+
+    ``warmup_timeout`` bounds worker start-up and each task's first use in a worker (``None``: no
+    bound); ``initializer(*initargs)`` runs once in every worker before its first item.
+    """
 
     workers: int = 2
     timeout: float | None = None
     max_pending: int = 256
+    warmup_timeout: float | None = DEFAULT_WARMUP_TIMEOUT
+    initializer: Initializer | None = None
+    initargs: Sequence[Any] = ()
 
     def run(self, planned: Iterable[Planned]) -> Iterator[dict[str, Any]]:
         context = multiprocessing.get_context("spawn")
-        pool = OrderedPool(lambda: ProcessWorker(context), _wait_pipes, self.workers, self.timeout, self.max_pending)
+
+        def make_worker() -> ProcessWorker:
+            return ProcessWorker(context, self.timeout, self.initializer, self.initargs)
+
+        pool = OrderedPool(make_worker, _wait_pipes, self.workers, self.timeout, self.max_pending, self.warmup_timeout)
         return pool.run(planned)

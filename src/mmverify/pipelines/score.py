@@ -11,6 +11,7 @@ from typing import Any, Iterator, Mapping
 from .. import __version__
 from ..core.media import DEFAULT_LIMITS, MediaLimits
 from ..data.instructions import InstructionSet
+from ..models.cache import cache_problems
 from ..data.manifest import is_stream, iter_manifest_lines, manifest_base_dir
 from .execute import LocalExecutor, Planned
 from .plan import Planner, PlanStats
@@ -31,6 +32,7 @@ class ScoreConfig:
     tasks: frozenset[str] | None = None
     workers: int = 1
     timeout: float | None = 300.0
+    warmup_timeout: float | None = 600.0  # worker start-up and each task's first use, apart from timeout
     thresholds: Mapping[str, Threshold] = field(default_factory=dict)
     data_root: Path | None = None
     retry_errors: bool = False
@@ -56,6 +58,8 @@ class ScoreConfig:
             raise ValueError("gpus_per_worker must be >= 0")
         if self.timeout is not None and self.timeout <= 0:
             raise ValueError("timeout must be positive")
+        if self.warmup_timeout is not None and self.warmup_timeout <= 0:
+            raise ValueError("warmup_timeout must be positive")
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -65,6 +69,7 @@ class ScoreConfig:
             "workers": self.workers,
             "executor": self.executor,
             "timeout_s": self.timeout,
+            "warmup_timeout_s": self.warmup_timeout,
             "data_root": str(self.data_root) if self.data_root else None,
             "thresholds": {task: t.as_dict() for task, t in sorted(self.thresholds.items())},
             "profile": self.profile,
@@ -104,6 +109,7 @@ def run_score(config: ScoreConfig, progress: Any = None) -> ScoreOutcome:
 
 def _run_locked(config: ScoreConfig, progress: Any) -> ScoreOutcome:
     started = datetime.now(timezone.utc)
+    problems_before = len(cache_problems())
     results = ResultsFile(config.out / "results.jsonl")
     existing = results.load()
     done = {row["key"] for row in existing if not (config.retry_errors and row.get("status") == "error")}
@@ -164,6 +170,7 @@ def _run_locked(config: ScoreConfig, progress: Any) -> ScoreOutcome:
         aggregate_errors=config.aggregate,
     )
     summary["run"] = {"package_version": __version__, "written": written, "current_rows": len(current), **planner.stats.__dict__}
+    summary["cache_problems"] = cache_problems()[problems_before:]  # broken caches met during this run
     summary_path = config.out / "summary.json"
     write_summary(summary, summary_path)
     errors = sum(row.get("status") != "scored" for row in current)
@@ -174,12 +181,14 @@ def make_executor(config: ScoreConfig) -> Any:
     if config.executor == "ray":
         from .ray_executor import RayExecutor
 
-        return RayExecutor(config.workers, config.timeout, config.ray_address, config.gpus_per_worker)
+        return RayExecutor(
+            config.workers, config.timeout, config.ray_address, config.gpus_per_worker, warmup_timeout=config.warmup_timeout
+        )
     if config.workers == 1:
-        return LocalExecutor(config.timeout)
+        return LocalExecutor(config.timeout, config.warmup_timeout)
     from .pool import ProcessExecutor
 
-    return ProcessExecutor(workers=config.workers, timeout=config.timeout)
+    return ProcessExecutor(workers=config.workers, timeout=config.timeout, warmup_timeout=config.warmup_timeout)
 
 
 def _drop_superseded_errors(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

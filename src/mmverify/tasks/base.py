@@ -61,6 +61,10 @@ class Task(ABC):
         """Settings that change scores; part of the result key."""
         return {}
 
+    def warm_up(self) -> None:
+        """Load models and heavy imports ahead of the first item (run under the warm-up budget, not
+        the item's time limit).  Optional: first use does the same lazily."""
+
     @abstractmethod
     def score(self, instance: Instance, response: Response) -> Check:
         """Score one response.  Raise GenerationFault for rule-breaking generations and
