@@ -41,5 +41,5 @@ def score_items(
         thresholds=dict(thresholds or {}),
         profile=profile,
     )
-    planned = [planner.plan(number, json.dumps(item)) for number, item in enumerate(items, start=1)]
-    return list(LocalExecutor(timeout).run(entry for entry in planned if entry is not None))
+    planned = [entry for number, item in enumerate(items, start=1) for entry in planner.plan_all(number, json.dumps(item))]
+    return list(LocalExecutor(timeout).run(planned))

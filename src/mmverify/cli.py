@@ -28,6 +28,34 @@ def _fail(message: str) -> None:
     raise typer.Exit(EXIT_USAGE)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        print(f"mmverify {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Score multimodal generations with per-task verifier programs."""
+
+
+@app.command("doctor")
+def doctor_command(
+    only_missing: bool = typer.Option(False, "--missing", help="Only the tasks that cannot run here."),
+) -> None:
+    """Which tasks can run here with the configured models, judges and reference sets, and the fix
+    for each that cannot (nothing is loaded; no network)."""
+    from .pipelines.readiness import readiness
+
+    everything = readiness()
+    shown = [e for e in everything if not (only_missing and e.ready)]
+    stdout.print(_readiness_table(shown, f"tasks ready here: {sum(e.ready for e in everything)} of {len(everything)}"))
+
+
 @app.command("tasks")
 def tasks_command(
     as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON."),
@@ -89,59 +117,64 @@ def _summary_table(summary: dict[str, Any]) -> Table:
 @app.command("score")
 def score_command(
     manifest: Path = typer.Argument(..., exists=True, dir_okay=False, help="Generation manifest (JSON Lines)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output folder (results.jsonl, summary.json)."),
-    instructions: Optional[Path] = typer.Option(None, help="Instruction set folder (<task>.jsonl, image/, audio/)."),
-    tasks: Optional[str] = typer.Option(None, help="Comma-separated task ids to score (others are skipped)."),
-    workers: int = typer.Option(1, min=1, help="1: in-process; N>1: N worker processes (hard per-item timeout)."),
-    executor: str = typer.Option("local", help="local (this machine) or ray (a local Ray instance or --ray-address)."),
-    ray_address: Optional[str] = typer.Option(None, help="Ray cluster address (default: start a local instance)."),
-    gpus_per_worker: float = typer.Option(0.0, min=0.0, help="GPUs each Ray worker requests (model backends on GPU)."),
-    timeout: float = typer.Option(300.0, min=0.0, help="Per-item time limit in seconds (0: none)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output folder (results.jsonl, summary.json).", rich_help_panel="Input"),
+    instructions: Optional[Path] = typer.Option(None, help="Instruction set folder (<task>.jsonl, image/, audio/).", rich_help_panel="Input"),
+    tasks: Optional[str] = typer.Option(None, help="Comma-separated task ids to score (others are skipped).", rich_help_panel="Input"),
+    workers: int = typer.Option(1, min=1, help="1: in-process; N>1: N worker processes (hard per-item timeout).", rich_help_panel="Execution"),
+    executor: str = typer.Option("local", help="local (this machine) or ray (a local Ray instance or --ray-address).", rich_help_panel="Execution"),
+    ray_address: Optional[str] = typer.Option(None, help="Ray cluster address (default: start a local instance).", rich_help_panel="Execution"),
+    gpus_per_worker: float = typer.Option(0.0, min=0.0, help="GPUs each Ray worker requests (model backends on GPU).", rich_help_panel="Execution"),
+    timeout: float = typer.Option(300.0, min=0.0, help="Per-item time limit in seconds (0: none).", rich_help_panel="Execution"),
     warmup_timeout: float = typer.Option(
         600.0, min=0.0,
         help="Seconds for worker start-up, task import/build and each task's first use (lazy imports, model loading), "
-        "apart from --timeout (0: none).",
+        "apart from --timeout (0: none).", rich_help_panel="Execution"
     ),
-    thresholds: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="Thresholds JSON from `calibrate`."),
-    data_root: Optional[Path] = typer.Option(None, help="Refuse media paths that resolve outside this folder."),
-    retry_errors: bool = typer.Option(False, help="Rescore rows that ended as errors in an earlier run."),
-    append: bool = typer.Option(False, help="OUT holds another manifest's results: keep them and add this manifest's."),
-    overwrite: bool = typer.Option(False, help="Discard whatever OUT holds before scoring."),
+    thresholds: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="Thresholds JSON from `calibrate`.", rich_help_panel="Input"),
+    data_root: Optional[Path] = typer.Option(None, help="Refuse media paths that resolve outside this folder.", rich_help_panel="Input"),
+    retry_errors: bool = typer.Option(False, help="Rescore rows that ended as errors in an earlier run.", rich_help_panel="Scoring rules"),
+    limit: Optional[int] = typer.Option(None, min=1, help="Score at most N entries per task (the first in manifest order).", rich_help_panel="Input"),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Check the manifest, media and configuration; print planned rows per task and what is "
+        "unavailable here; score nothing.", rich_help_panel="Input"
+    ),
+    append: bool = typer.Option(False, help="OUT holds another manifest's results: keep them and add this manifest's.", rich_help_panel="Input"),
+    overwrite: bool = typer.Option(False, help="Discard whatever OUT holds before scoring.", rich_help_panel="Input"),
     fail_on_errors: bool = typer.Option(
-        False, help=f"Exit with code {EXIT_ERROR_ROWS} when any current row is an error (for CI pipelines)."
+        False, help=f"Exit with code {EXIT_ERROR_ROWS} when any current row is an error (for CI pipelines).", rich_help_panel="Scoring rules"
     ),
     profile: str = typer.Option(
-        "mmmg", help="Scoring rules: mmmg (the published evaluator's, default) or strict (this project's corrections)."
+        "mmmg", help="Scoring rules: mmmg (the published evaluator's, default) or strict (this project's corrections).", rich_help_panel="Scoring rules"
     ),
     aggregate: str = typer.Option(
-        "apart", help="Error rows in the means: apart (reported beside them) or as_zero (counted 0, as the official scripts)."
+        "apart", help="Error rows in the means: apart (reported beside them) or as_zero (counted 0, as the official scripts).", rich_help_panel="Scoring rules"
     ),
-    offline: bool = typer.Option(False, help="Never touch the network (sets HF_HUB_OFFLINE)."),
+    offline: bool = typer.Option(False, help="Never touch the network (sets HF_HUB_OFFLINE).", rich_help_panel="Models"),
     model: list[str] = typer.Option(
-        [], "--model", help="Backend for a capability: capability=backend[@hub-id-or-path] (repeatable)."
+        [], "--model", help="Backend for a capability: capability=backend[@hub-id-or-path] (repeatable).", rich_help_panel="Models"
     ),
     references: list[str] = typer.Option(
-        [], "--references", help="Reference set folder: esc50|openmic|gtzan=/path (repeatable; sets MMVERIFY_REFERENCES)."
+        [], "--references", help="Reference set folder: esc50|openmic|gtzan=/path (repeatable; sets MMVERIFY_REFERENCES).", rich_help_panel="Models"
     ),
-    device: Optional[str] = typer.Option(None, help="Model device (cpu, cuda, cuda:1, mps); default: best available."),
+    device: Optional[str] = typer.Option(None, help="Model device (cpu, cuda, cuda:1, mps); default: best available.", rich_help_panel="Models"),
     vlm_base_url: Optional[str] = typer.Option(
-        None, "--vlm-base-url", help="OpenAI-compatible endpoint of the VLM judge, e.g. http://127.0.0.1:8000/v1."
+        None, "--vlm-base-url", help="OpenAI-compatible endpoint of the VLM judge, e.g. http://127.0.0.1:8000/v1.", rich_help_panel="Judge"
     ),
     vlm_model: Optional[str] = typer.Option(
-        None, "--vlm-model", help="Judge model at that endpoint, or transformers:<path-or-hub-id> to run one in-process."
+        None, "--vlm-model", help="Judge model at that endpoint, or transformers:<path-or-hub-id> to run one in-process.", rich_help_panel="Judge"
     ),
     vlm_role: list[str] = typer.Option(
         [], "--vlm-role", help=(
             "Judge for one role: ROLE=MODEL[@URL] (repeatable). Roles: spatial (fallback of spatial_relative and "
             "spatial_absolute), spatial_relative, spatial_absolute, ocr, ocr_second (a different model that also reads "
             "Chinese text), llm. Unset settings come from the parent role, then the default judge."
-        )
+        ), rich_help_panel="Judge"
     ),
-    vlm_concurrency: Optional[int] = typer.Option(None, "--vlm-concurrency", help="Judge requests in flight per endpoint and process (default 8)."),
+    vlm_concurrency: Optional[int] = typer.Option(None, "--vlm-concurrency", help="Judge requests in flight per endpoint and process (default 8).", rich_help_panel="Judge"),
     vlm_api_key_env: Optional[str] = typer.Option(
-        None, "--vlm-api-key-env", help="Environment variable holding the judge's API key (default OPENAI_API_KEY)."
+        None, "--vlm-api-key-env", help="Environment variable holding the judge's API key (default OPENAI_API_KEY).", rich_help_panel="Judge"
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary table."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary table.", rich_help_panel="Execution"),
 ) -> None:
     """Score MANIFEST into OUT; rerunning with the same OUT resumes where it stopped."""
     from .pipelines.score import ScoreConfig
@@ -179,8 +212,10 @@ def score_command(
         _fail(f"{exc}")
     selected = None
     if tasks:
+        from .tasks.catalog import SOURCE_FILES
+
         selected = frozenset(t.strip() for t in tasks.split(",") if t.strip())
-        unknown = sorted(selected - set(CATALOG))
+        unknown = sorted(selected - set(CATALOG) - SOURCE_FILES)
         if unknown:
             from .core.registry import UnknownIdError
 
@@ -220,11 +255,68 @@ def score_command(
         aggregate=aggregate,
         append=append,
         overwrite=overwrite,
+        limit=limit,
     )
+    if dry_run:
+        _print_dry_run(config)
+        return
     outcome = _run_score(config, quiet)
     if fail_on_errors and outcome.errors:
         console.print(f"[red]{outcome.errors} row(s) ended as errors[/red] (--fail-on-errors)")
         raise typer.Exit(EXIT_ERROR_ROWS)
+
+
+def _print_frequent_errors(latest: Path, most: int = 5) -> None:
+    """The most frequent error messages among the current rows, so nobody has to grep for them."""
+    from collections import Counter
+
+    from rich.markup import escape
+
+    counts: Counter[tuple[str, str]] = Counter()
+    for line in latest.read_text(encoding="utf-8").splitlines():
+        error = json.loads(line).get("error")
+        if error:
+            counts[(error["code"], error["message"])] += 1
+    if not counts:
+        return
+    stdout.print(f"[bold]most frequent errors[/bold] ({sum(counts.values())} error rows):")
+    for (code, message), count in counts.most_common(most):
+        stdout.print(f"  {count} × [red]{code}[/red]: {escape(message[:300])}")
+
+
+def _readiness_table(entries: Any, title: str, planned: dict[str, int] | None = None) -> Table:
+    from rich.markup import escape
+
+    table = Table(title=title)
+    columns = ("task", "planned", "ready", "what is missing and how to get it") if planned is not None else ("task", "ready", "what is missing and how to get it")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for entry in entries:
+        ready = "[green]yes[/green]" if entry.ready else "[yellow]no[/yellow]"
+        fixes = escape("\n".join(entry.fixes())) or "—"
+        cells = (entry.task, str(planned.get(entry.task, 0)), ready, fixes) if planned is not None else (entry.task, ready, fixes)
+        table.add_row(*cells)
+    return table
+
+
+def _print_dry_run(config: Any) -> None:
+    from rich.markup import escape
+
+    from .pipelines.readiness import dry_run
+
+    try:
+        report = dry_run(config)
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+    stdout.print(_readiness_table(report.tasks, "dry run: planned rows per task", report.planned))
+    for task, codes in sorted(report.errors.items()):
+        for code, messages in sorted(codes.items()):
+            stdout.print(f"[red]{len(messages)} {code}[/red] ({escape(task)}): {escape(messages[0])}")
+    total = sum(report.planned.values())
+    blocked = sum(report.planned[t.task] for t in report.tasks if not t.ready)
+    stdout.print(f"{total} rows would be scored ({blocked} of them need something missing here), "
+                 f"{sum(len(m) for c in report.errors.values() for m in c.values())} lines are errors already, "
+                 f"{report.filtered} filtered out; nothing was scored")
 
 
 def _run_score(config: Any, quiet: bool) -> Any:
@@ -249,6 +341,7 @@ def _run_score(config: Any, quiet: bool) -> Any:
         _fail(str(exc))
     if not quiet:
         stdout.print(_summary_table(outcome.summary))
+        _print_frequent_errors(outcome.latest_path)
         stats = outcome.plan
         console.print(
             f"{outcome.written} rows written to {outcome.results_path} "

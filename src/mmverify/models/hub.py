@@ -93,10 +93,11 @@ class ModelHub:
             backend = self._instances[capability]
         try:
             backend.ensure_loaded()
-        except ModelUnavailable:
-            raise
+        except ModelUnavailable as exc:
+            raise _with_alternatives(exc, capability, backend.name) from None
         except ImportError as exc:
-            raise ModelUnavailable(backend.name, f"cannot import its package ({exc})") from None
+            unavailable = ModelUnavailable(backend.name, f"cannot import its package ({exc})")
+            raise _with_alternatives(unavailable, capability, backend.name) from None
         return backend
 
     def judge(self, role: str = "default") -> Any:
@@ -116,6 +117,29 @@ class ModelHub:
             if config not in self._judges:
                 self._judges[config] = build_judge(config)
             return self._judges[config]
+
+
+def usable_alternatives(capability: str, exclude: str | None = None) -> list[str]:
+    """Other backends of ``capability`` that are usable here as they stand (nothing is loaded)."""
+    usable = []
+    for info in BACKEND_INFO.values():
+        if info.capability == capability and info.name != exclude:
+            try:
+                if BACKEND_REGISTRY.get(info.name)(source=None).availability().ok:
+                    usable.append(info.name)
+            except Exception:  # a backend whose check itself fails is simply not offered
+                continue
+    return usable
+
+
+def _with_alternatives(exc: ModelUnavailable, capability: str, name: str) -> ModelUnavailable:
+    """The same error, naming the other backends of the capability that are usable here."""
+    others = usable_alternatives(capability, exclude=name)
+    if not others:
+        return exc
+    hint = ", ".join(f"--model {capability}={other}" for other in others)
+    widened = ModelUnavailable(name, f"{exc.message.split(': ', 1)[-1]}; usable here instead: {hint}")
+    return widened
 
 
 _HUB: ModelHub | None = None

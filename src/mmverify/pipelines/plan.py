@@ -7,7 +7,7 @@ path outside the data root) is decided here, in manifest order, so the worker on
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -19,7 +19,7 @@ from ..core.types import Generation, Instance
 from ..data.instructions import InstructionSet
 from ..data.manifest import ManifestError, PathPolicyError, is_regular_file, parse_line, resolve_media_path
 from ..tasks.base import DEFAULT_PROFILE, check_profile
-from ..tasks.catalog import TASK_REGISTRY, task_info
+from ..tasks.catalog import CATALOG, SOURCE_FILES, TASK_REGISTRY, task_info, tasks_for_source
 from ..tasks.response import ResolvedPart
 from .results import make_row
 from .thresholds import Threshold
@@ -161,25 +161,77 @@ class Planner:
 
     # -- planning --------------------------------------------------------------------------------
     def plan(self, line: int, text: str | None) -> WorkItem | dict[str, Any] | None:
-        """A work item, an immediate error row, or None when ``--tasks`` filters the line out.
-        Never raises: an unexpected failure while planning one line becomes its ``internal_error`` row."""
+        """One work item, an immediate error row, or None when ``--tasks`` filters the line out.
+        A line naming an instruction file whose row feeds several tasks (``a_music_attribute`` rows
+        with both ``instrument`` and ``tempo``) is an error row here: name the task, or use
+        :meth:`plan_all`.  Never raises."""
+        entries = self.plan_all(line, text)
+        if len(entries) <= 1:
+            return entries[0] if entries else None
+        tasks = ", ".join(e["task"] if isinstance(e, dict) else e.task for e in entries)
+        message = f"this row feeds {len(entries)} tasks ({tasks}); name one of them as the line's task"
+        return self._error_row(line, text, "?", "?", ErrorCode.UNKNOWN_TASK, message)
+
+    def plan_all(self, line: int, text: str | None) -> list[WorkItem | dict[str, Any]]:
+        """The entries of one manifest line: usually one; one per task when the line names an
+        instruction file (``a_music_attribute``, ``i_ocr_chinese``) whose row feeds several; none
+        when ``--tasks`` filters it out.  Never raises: an unexpected failure while planning becomes
+        the line's ``internal_error`` row."""
         try:
-            return self._plan(line, text)
+            return self._plan_all(line, text)
         except Exception as exc:  # a planning bug must cost one row, not the run
             message = f"planning failed: {type(exc).__name__}: {exc}"
-            return self._error_row(line, text, "?", "?", ErrorCode.INTERNAL, message)
+            return [self._error_row(line, text, "?", "?", ErrorCode.INTERNAL, message)]
 
-    def _plan(self, line: int, text: str | None) -> WorkItem | dict[str, Any] | None:
+    def _plan_all(self, line: int, text: str | None) -> list[WorkItem | dict[str, Any]]:
         self.stats.lines += 1
         if text is None:
-            return self._error_row(line, None, "?", "?", ErrorCode.MALFORMED_LINE, "line exceeds the size limit")
+            return [self._error_row(line, None, "?", "?", ErrorCode.MALFORMED_LINE, "line exceeds the size limit")]
         try:
             generation = parse_line(text, line)
         except ManifestError as exc:
-            return self._error_row(line, text, "?", "?", exc.code, str(exc), exc.generation)
-        if self.tasks is not None and generation.task not in self.tasks:
+            return [self._error_row(line, text, "?", "?", exc.code, str(exc), exc.generation)]
+        named = generation.task
+        if self.tasks is not None and named not in self.tasks and named not in CATALOG and named not in SOURCE_FILES:
             self.stats.skipped_filtered += 1
-            return None
+            return []
+        try:
+            routed, source = self._route(generation)
+        except UnknownIdError as exc:
+            return [self._error_row(line, text, named, generation.instance_id, ErrorCode.UNKNOWN_TASK, str(exc), generation)]
+        except ScoringError as exc:
+            return [self._error_row(line, text, named, generation.instance_id, exc.code, exc.message, generation)]
+        if self.tasks is not None and named not in self.tasks:
+            routed = [g for g in routed if g.task in self.tasks]
+        if not routed:
+            self.stats.skipped_filtered += 1
+            return []
+        return [self._plan_generation(line, text, g, source) for g in routed]
+
+    def _route(self, generation: Generation) -> tuple[list[Generation], str | None]:
+        """The task(s) a line is scored by.  A task id stands for itself; an instruction file's name
+        (as in MMMG's own layout) routes by the row's fields, as ``import-mmmg`` does."""
+        if generation.task in CATALOG or generation.task.startswith("task:"):
+            return [generation], None
+        if generation.task not in SOURCE_FILES:
+            task_info(generation.task)  # raises the did-you-mean error
+        source = generation.task
+        if generation.instance is not None:
+            data: Mapping[str, Any] = generation.instance
+        elif self.instructions is None:
+            raise ScoringError(ErrorCode.UNKNOWN_INSTANCE, f"{generation.instance_id}: no inline 'instance' and no --instructions folder given")
+        else:
+            data = self.instructions.instance(generation.instance_id).data
+        infos = tasks_for_source(source, data)
+        if not infos:
+            wanted = sorted({i.select for i in CATALOG.values() if source in i.source_files and i.select})
+            raise ScoringError(
+                ErrorCode.INVALID_INSTANCE,
+                f"{generation.instance_id}: a {source} row needs one of the fields {', '.join(wanted)} to name its task",
+            )
+        return [replace(generation, task=info.id) for info in infos], source
+
+    def _plan_generation(self, line: int, text: str, generation: Generation, source: str | None) -> WorkItem | dict[str, Any]:
         try:
             info = task_info(generation.task)
         except UnknownIdError as exc:
@@ -193,7 +245,7 @@ class Planner:
         if set(info.needs) - {"vlm", "llm"}:  # judges are keyed by the tasks themselves
             base.append(model_configuration())
         try:
-            instance = self._instance(generation, info.source_files[0])
+            instance = self._instance(generation, source or info.source_files[0])
             parts, fingerprint = self._resolve_parts(generation)
         except ScoringError as exc:
             # the key still identifies the generation, so fixing the input yields a new key and a rescore

@@ -42,6 +42,7 @@ class ScoreConfig:
     ray_address: str | None = None
     gpus_per_worker: float = 0.0
     profile: str = DEFAULT_PROFILE
+    limit: int | None = None  # at most this many entries per task (the first ones in manifest order)
     append: bool = False  # add this manifest's rows to a folder holding another manifest's
     overwrite: bool = False  # discard whatever the folder holds first
     aggregate: str = "apart"  # "apart": error rows reported beside the means; "as_zero": counted as 0 (official scripts)
@@ -52,6 +53,8 @@ class ScoreConfig:
             raise ValueError(f"aggregate must be one of {', '.join(AGGREGATIONS)}")
         if self.workers < 1:
             raise ValueError("workers must be >= 1")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError("limit must be >= 1")
         if self.executor not in ("local", "ray"):
             raise ValueError("executor must be 'local' or 'ray'")
         if self.gpus_per_worker < 0:
@@ -75,6 +78,7 @@ class ScoreConfig:
             "profile": self.profile,
             "aggregate": self.aggregate,
             "append": self.append,
+            "limit": self.limit,
         }
 
 
@@ -123,22 +127,26 @@ def _run_locked(config: ScoreConfig, progress: Any) -> ScoreOutcome:
         profile=config.profile,
     )
 
-    line_keys: list[tuple[int, str]] = []  # (manifest line, key) of every line this run scores
+    line_keys: list[tuple[int, str]] = []  # (manifest line, key) of every entry this run scores
+    per_task: dict[str, int] = {}  # entries planned per task, for --limit
 
     def planned() -> Iterator[Planned]:
         for line, text in iter_manifest_lines(config.manifest):
-            entry = planner.plan(line, text)
-            if entry is None:
-                continue
-            key = entry["key"] if isinstance(entry, dict) else entry.key
-            line_keys.append((line, key))
-            if key in done:
-                planner.stats.skipped_done += 1
-                if progress is not None:
-                    progress(1)
-                continue
-            done.add(key)  # a duplicate line later in the manifest is skipped, not rescored
-            yield entry
+            for entry in planner.plan_all(line, text):  # a line naming an instruction file may feed two tasks
+                task = entry["task"] if isinstance(entry, dict) else entry.task
+                if config.limit is not None and per_task.get(task, 0) >= config.limit:
+                    planner.stats.skipped_filtered += 1
+                    continue
+                per_task[task] = per_task.get(task, 0) + 1
+                key = entry["key"] if isinstance(entry, dict) else entry.key
+                line_keys.append((line, key))
+                if key in done:
+                    planner.stats.skipped_done += 1
+                    if progress is not None:
+                        progress(1)
+                    continue
+                done.add(key)  # a duplicate line later in the manifest is skipped, not rescored
+                yield entry
 
     executor = make_executor(config)
     written = 0

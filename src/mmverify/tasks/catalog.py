@@ -177,6 +177,9 @@ for _info in TASKS:
         TASK_REGISTRY.register(_info.id, _info.impl)
 
 
+SOURCE_FILES: frozenset[str] = frozenset(source for info in TASKS for source in info.source_files)
+
+
 def task_info(task_id: str) -> TaskInfo:
     """Catalog entry for ``task_id`` (bare or ``task:``-prefixed); did-you-mean on unknown ids."""
     key = task_id.split(":", 1)[1] if task_id.startswith("task:") else task_id

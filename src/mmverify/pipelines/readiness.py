@@ -1,0 +1,152 @@
+"""Which tasks can run here: models, judges and reference sets, each with the fix when missing.
+
+Nothing is loaded and nothing touches the network: backends report from their packages and
+files (``availability``), judges and reference sets from the configuration.  ``mmverify doctor``
+prints this per task; ``score --dry-run`` prints it for the tasks a manifest uses.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable
+
+from ..tasks.catalog import CATALOG, TASK_REGISTRY
+
+if TYPE_CHECKING:
+    from .score import ScoreConfig
+
+# Task needs (the catalog's words) -> the model hub's capabilities.
+NEED_CAPABILITIES: dict[str, tuple[str, ...]] = {
+    "clap": ("audio_text",),
+    "dreamsim": ("image_similarity",),
+    "whisper": ("transcriber",),
+    "gender": ("gender",),
+    "speaker": ("speaker",),
+    "beat_tracker": ("beat_tracker",),
+}
+_TASK_CAPABILITIES = {"a_speech_chinese": ("transcriber_zh",)}  # replaces "whisper" for this task
+_JUDGE_ROLES = {"vlm": "default", "llm": "llm"}
+_JUDGE_FIX = "configure a judge: --vlm-base-url URL --vlm-model NAME (or MMVERIFY_VLM_BASE_URL / MMVERIFY_VLM_MODEL)"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    what: str  # "audio_text (clap-hf)", "judge (default)", "reference set esc50"
+    ok: bool
+    detail: str  # where it loads from, or why not and how to get it
+
+
+@dataclass
+class TaskReadiness:
+    task: str
+    requirements: list[Requirement] = field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        return all(r.ok for r in self.requirements)
+
+    def fixes(self) -> list[str]:
+        return [f"{r.what}: {r.detail}" for r in self.requirements if not r.ok]
+
+
+def capability_requirement(capability: str) -> Requirement:
+    """Whether the configured backend of ``capability`` is usable, naming usable alternatives if not."""
+    from ..models.catalog import BACKEND_REGISTRY, BACKENDS
+    from ..models.hub import ENV_VAR, parse_specs, usable_alternatives
+
+    overrides = parse_specs(os.environ.get(ENV_VAR, ""))
+    name, source = overrides.get(capability, (next(b.name for b in BACKENDS if b.capability == capability and b.default_for), None))
+    state = BACKEND_REGISTRY.get(name)(source=source).availability()
+    if state.ok:
+        return Requirement(f"{capability} ({name})", True, state.location)
+    detail = state.reason
+    others = usable_alternatives(capability, exclude=name)
+    if others:
+        detail += "; usable here instead: " + ", ".join(f"--model {capability}={other}" for other in others)
+    return Requirement(f"{capability} ({name})", False, detail)
+
+
+def judge_requirement(role: str) -> Requirement:
+    from ..models.judge_config import config_from_env
+
+    config = config_from_env(role)
+    if config is None:
+        return Requirement(f"judge ({role})", False, _JUDGE_FIX)
+    return Requirement(f"judge ({role})", True, f"{config.model} at {config.base_url or 'in-process'}")
+
+
+def reference_requirement(name: str) -> Requirement:
+    from ..core.errors import ScoringError
+    from ..references.sets import configured_root
+
+    try:
+        root = configured_root(name)
+    except ScoringError as exc:
+        return Requirement(f"reference set {name}", False, exc.message)
+    if not root.is_dir():
+        return Requirement(f"reference set {name}", False, f"{root} is not a folder")
+    return Requirement(f"reference set {name}", True, str(root))
+
+
+def task_readiness(task_id: str) -> TaskReadiness:
+    info = CATALOG[task_id]
+    readiness = TaskReadiness(task_id)
+    for need in info.needs:
+        if need in _JUDGE_ROLES:
+            readiness.requirements.append(judge_requirement(_JUDGE_ROLES[need]))
+            continue
+        capabilities = _TASK_CAPABILITIES.get(task_id) if need == "whisper" else None
+        for capability in capabilities or NEED_CAPABILITIES[need]:
+            readiness.requirements.append(capability_requirement(capability))
+    reference_set = getattr(TASK_REGISTRY.get(task_id), "reference_set", None) if info.implemented else None
+    if reference_set:
+        readiness.requirements.append(reference_requirement(reference_set))
+    return readiness
+
+
+def readiness(tasks: Iterable[str] | None = None) -> list[TaskReadiness]:
+    """Readiness of ``tasks`` (default: every catalog task), capability checks shared."""
+    return [task_readiness(task) for task in (tasks if tasks is not None else CATALOG)]
+
+
+@dataclass
+class DryRun:
+    """What ``score`` would do with a manifest, without scoring anything."""
+
+    planned: dict[str, int] = field(default_factory=dict)  # task -> entries that would be scored
+    errors: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # task -> code -> messages
+    filtered: int = 0
+    tasks: list[TaskReadiness] = field(default_factory=list)
+
+
+def dry_run(config: "ScoreConfig") -> DryRun:
+    """Plan every manifest line (parsing, instances, media paths, keys) and check what the planned
+    tasks need; no model, judge or media decoder is called."""
+    from ..data.instructions import InstructionSet
+    from ..data.manifest import iter_manifest_lines, manifest_base_dir
+    from .plan import Planner
+
+    planner = Planner(
+        manifest_dir=manifest_base_dir(config.manifest),
+        instructions=InstructionSet(config.instructions) if config.instructions else None,
+        data_root=config.data_root,
+        tasks=config.tasks,
+        thresholds=config.thresholds,
+        limits=config.limits,
+        profile=config.profile,
+    )
+    report = DryRun()
+    for line, text in iter_manifest_lines(config.manifest):
+        for entry in planner.plan_all(line, text):
+            if isinstance(entry, dict):
+                messages = report.errors.setdefault(str(entry["task"]), {}).setdefault(entry["error"]["code"], [])
+                messages.append(f"line {line}: {entry['error']['message']}")
+                continue
+            if config.limit is not None and report.planned.get(entry.task, 0) >= config.limit:
+                report.filtered += 1
+                continue
+            report.planned[entry.task] = report.planned.get(entry.task, 0) + 1
+    report.filtered += planner.stats.skipped_filtered
+    report.tasks = readiness(sorted(report.planned))
+    return report
