@@ -47,8 +47,7 @@ def main_options(
 def doctor_command(
     only_missing: bool = typer.Option(False, "--missing", help="Only the tasks that cannot run here."),
 ) -> None:
-    """Which tasks can run here with the configured models, judges and reference sets, and the fix
-    for each that cannot (nothing is loaded; no network)."""
+    """Which tasks can run here (models, judges, reference sets), with the fix for each that cannot."""
     from .pipelines.readiness import readiness
 
     everything = readiness()
@@ -399,54 +398,11 @@ def report_command(
     typer.echo(text, nl=False)
 
 
-@app.command("calibrate")
-def calibrate_command(
-    results: Path = typer.Argument(..., exists=True, dir_okay=False, help="results.jsonl from `mmverify score`."),
-    labels: Path = typer.Option(..., exists=True, dir_okay=False, help="Human labels (CSV or JSONL)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Where thresholds.json, metrics.json and report.html go."),
-    component: list[str] = typer.Option([], help="task=component to threshold instead of the score (repeatable)."),
-    direction: str = typer.Option(">", help="'>' (pass above), '<' (pass below) or 'auto'."),
-    objective: str = typer.Option("agreement", help="agreement, balanced_accuracy, youden or f1."),
-    folds: int = typer.Option(5, min=2, help="Cross-validation folds (grouped by instruction)."),
-    pairs: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="Preference pairs for pairwise accuracy."),
-    tie_policy: str = typer.Option("half", help="Pairs with equal scores: strict, half or epsilon."),
-    epsilon: float = typer.Option(0.0, min=0.0, help="Tie band for --tie-policy epsilon."),
-) -> None:
-    """Fit per-task thresholds on human labels; report in-sample and cross-validated agreement."""
-    from .calibration.fit import OBJECTIVES
-    from .calibration.pairwise import TIE_POLICIES
-    from .calibration.run import CalibrationConfig, run_calibration
+from .commands.calibrate import calibrate_command  # noqa: E402  (commands defined in their own modules)
+from .commands.compare import compare_command  # noqa: E402
 
-    if direction not in (">", "<", "auto"):
-        _fail("--direction must be '>', '<' or 'auto'")
-    if objective not in OBJECTIVES:
-        _fail(f"--objective must be one of {', '.join(OBJECTIVES)}")
-    if tie_policy not in TIE_POLICIES:
-        _fail(f"--tie-policy must be one of {', '.join(TIE_POLICIES)}")
-    mapping = {}
-    for item in component:
-        task, sep, name = item.partition("=")
-        if not sep or not task or not name:
-            _fail(f"--component must look like task=component, got {item!r}")
-        mapping[task] = name
-    config = CalibrationConfig(
-        results=results, labels=labels, out=out, components=mapping, direction=direction, objective=objective,
-        folds=folds, pairs=pairs, tie_policy=tie_policy, epsilon=epsilon,
-    )  # fmt: skip
-    try:
-        metrics = run_calibration(config)
-    except ValueError as exc:
-        _fail(str(exc))
-    table = Table(title="calibration")
-    for column in ("task", "n", "threshold", "agreement", "CV agreement", "LOIO"):
-        table.add_column(column)
-    for task, result in metrics["tasks"].items():
-        fit, cv = result.get("fit") or {}, result.get("cv") or {}
-        fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
-        table.add_row(task, str(result["n"]), fmt(fit.get("threshold")), fmt(result.get("agreement")),
-                      fmt(cv.get("kfold_agreement")), fmt(cv.get("loio_agreement")))  # fmt: skip
-    stdout.print(table)
-    console.print(f"wrote {out / 'thresholds.json'}, {out / 'metrics.json'}, {out / 'report.html'}")
+app.command("calibrate")(calibrate_command)
+app.command("compare")(compare_command)
 
 
 references_app = typer.Typer(no_args_is_help=True, help="Reference sets (ESC-50, OpenMIC-2018, GTZAN) and their indexes.")

@@ -2,7 +2,9 @@
 
 Labels are CSV or JSON Lines with ``instance_id, sample, label`` and optionally ``annotator``,
 ``task`` and ``model`` (needed only where an instance id alone is ambiguous, e.g. a_music_attribute
-rows feed two tasks).  ``label`` is 0/1, or any category for multi-class questions.
+rows feed two tasks, or a run holds several models).  ``label`` is read as written (any category
+for multi-class questions); :func:`check_label_values` then holds the values to what a calibration
+supports: 0/1 (or true/false) for thresholds, 0/1/2 for the three-way fit.
 """
 
 from __future__ import annotations
@@ -10,11 +12,15 @@ from __future__ import annotations
 import csv
 import json
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
+from .matching import Matching, RowIndex, describe_item
 from .stats import krippendorff_alpha_nominal
+
+LABEL_KINDS: dict[str, tuple[int, ...]] = {"binary": (0, 1), "three-way": (0, 1, 2)}
+_BOOLEAN_WORDS = {"true": 1, "false": 0}
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,51 @@ def load_labels(path: str | Path) -> list[Label]:
     return labels
 
 
+def _as_allowed(value: Any, kind: str) -> int | None:
+    """``value`` as one of the kind's integers, or None when it is not one of them."""
+    if isinstance(value, bool):
+        return int(value)
+    if kind == "binary" and isinstance(value, str) and value.strip().lower() in _BOOLEAN_WORDS:
+        return _BOOLEAN_WORDS[value.strip().lower()]
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value in LABEL_KINDS[kind]:
+        return int(value)
+    return None
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (str, bool)) else str(value)
+
+
+def _value_order(value: Any) -> tuple[int, Any]:
+    return (0, value) if isinstance(value, (int, float)) and not isinstance(value, bool) else (1, _shown(value))
+
+
+def _unusable_message(labels: Sequence[Label], converted: Sequence[int | None], kind: str) -> str:
+    found = sorted({(_value_order(label.label), _shown(label.label)) for label in labels})
+    unusable = [label for label, value in zip(labels, converted) if value is None]
+    first = unusable[0]
+    allowed = "0/1 (or true/false)" if kind == "binary" else "0/1/2"
+    message = (
+        f"label values must be {allowed}; found: {', '.join(shown for _, shown in found)} "
+        f"(first unusable: {_shown(first.label)} for {describe_item(first.instance_id, first.sample)})"
+    )
+    if kind == "binary" and all(_as_allowed(label.label, "three-way") is not None for label in unusable):
+        message += "; labels 0/1/2 need --label-kind three-way"
+    return message
+
+
+def check_label_values(labels: Iterable[Label], kind: str = "binary") -> list[Label]:
+    """Labels with values normalised to integers; ``ValueError`` naming every distinct value found
+    when any value is not allowed for ``kind`` ("binary": 0/1 or true/false; "three-way": 0/1/2)."""
+    if kind not in LABEL_KINDS:
+        raise ValueError(f"label kind must be one of {', '.join(LABEL_KINDS)}, got {kind!r}")
+    labels = list(labels)
+    converted = [_as_allowed(label.label, kind) for label in labels]
+    if any(value is None for value in converted):
+        raise ValueError(_unusable_message(labels, converted, kind))
+    return [replace(label, label=value) for label, value in zip(labels, converted)]
+
+
 @dataclass
 class Adjudication:
     labels: dict[tuple, Any]  # item -> majority label
@@ -119,14 +170,27 @@ def adjudicate(labels: Iterable[Label]) -> Adjudication:
 
 @dataclass
 class Joined:
-    """Per task: one entry per labelled, scored generation."""
+    """Per task: one entry per labelled, scored generation (values, labels, instruction ids and the
+    generation itself), and how the labels matched."""
 
     values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     labels: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
     instances: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-    unmatched: int = 0
-    ambiguous: int = 0
-    missing_component: int = 0
+    items: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    matching: Matching = field(default_factory=Matching)
+
+    @property
+    def unmatched(self) -> int:
+        """Labels without a usable row for a reason other than ambiguity or a missing component."""
+        return self.matching.unmatched - self.ambiguous - self.missing_component
+
+    @property
+    def ambiguous(self) -> int:
+        return self.matching.failures["ambiguous"]
+
+    @property
+    def missing_component(self) -> int:
+        return self.matching.failures["missing_component"]
 
 
 def component_value(row: Mapping[str, Any], component: str) -> float | None:
@@ -136,30 +200,27 @@ def component_value(row: Mapping[str, Any], component: str) -> float | None:
     return float(value) if value is not None else None
 
 
+def _generation(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: row.get(key) for key in ("instance_id", "sample", "model", "line")}
+
+
 def join(rows: Iterable[Mapping[str, Any]], labels: Mapping[tuple, Any], components: Mapping[str, str]) -> Joined:
     """Match adjudicated labels to scored rows; ``components`` maps task -> component (default score)."""
-    index: dict[tuple[str, int], list[Mapping[str, Any]]] = defaultdict(list)
-    for row in rows:
-        if row.get("status") == "scored":
-            index[(str(row["instance_id"]), int(row["sample"]))].append(row)
+    index = RowIndex(rows)
     joined = Joined()
     for (task, instance_id, sample, model), label in labels.items():
-        candidates = [
-            row for row in index.get((instance_id, sample), [])
-            if (task is None or row["task"] == task) and (model is None or row.get("model") == model)
-        ]  # fmt: skip
-        if not candidates:
-            joined.unmatched += 1
+        item = describe_item(instance_id, sample, task, model)
+        row, reason = index.find(instance_id, sample, task, model)
+        if row is None:
+            joined.matching.miss(reason or "no_instance", item)
             continue
-        if len(candidates) > 1:
-            joined.ambiguous += 1
-            continue
-        row = candidates[0]
         value = component_value(row, components.get(row["task"], "score"))
         if value is None:
-            joined.missing_component += 1
+            joined.matching.miss("missing_component", item)
             continue
+        joined.matching.hit()
         joined.values[row["task"]].append(float(value))
         joined.labels[row["task"]].append(label)
         joined.instances[row["task"]].append(instance_id)
+        joined.items[row["task"]].append(_generation(row))
     return joined

@@ -1,7 +1,9 @@
 """Preference pairs: does the verifier score the human-preferred generation higher?
 
 A pairs file (CSV or JSON Lines) has ``instance_id, chosen_sample, rejected_sample`` and optionally
-``task``, ``chosen_model``, ``rejected_model``.  Tie policies for equal scores:
+``task``, ``chosen_model``, ``rejected_model``.  Each side is found the way labels are (see
+:mod:`.matching`): a missing task or model matches any, and the two sides must share exactly one
+task.  Tie policies for equal scores:
 ``strict`` (a tie is wrong), ``half`` (a tie earns 0.5), ``epsilon`` (differences up to ``epsilon``
 count as ties earning 0.5).
 """
@@ -17,6 +19,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from .matching import Matching, RowIndex, common_rows
 from .stats import cluster_bootstrap
 
 TIE_POLICIES = ("strict", "half", "epsilon")
@@ -64,32 +67,59 @@ def pair_credit(chosen: float, rejected: float, policy: str = "half", epsilon: f
     return 1.0 if difference > 0 else 0.0
 
 
+def _match_pair(index: RowIndex, pair: Pair) -> tuple[tuple[Mapping[str, Any], Mapping[str, Any]] | None, str | None]:
+    chosen, reason = index.candidates(pair.instance_id, pair.chosen_sample, pair.task, pair.chosen_model)
+    if reason is None:
+        rejected, reason = index.candidates(pair.instance_id, pair.rejected_sample, pair.task, pair.rejected_model)
+    if reason is not None:
+        return None, reason
+    return common_rows(chosen, rejected)
+
+
+def _describe_pair(pair: Pair) -> str:
+    text = f"{pair.instance_id} samples {pair.chosen_sample}>{pair.rejected_sample}"
+    has_model = pair.chosen_model is not None or pair.rejected_model is not None
+    return text + (f" models {pair.chosen_model}>{pair.rejected_model}" if has_model else "")
+
+
 def pairwise_accuracy(
     rows: Iterable[Mapping[str, Any]], pairs: Iterable[Pair], *, policy: str = "half", epsilon: float = 0.0, seed: int = 0
 ) -> dict[str, Any]:
     """Per-task and overall pairwise accuracy with cluster-bootstrap CIs (instructions as clusters)."""
-    scores: dict[tuple, dict[str, float]] = defaultdict(dict)  # (instance, sample, model) -> task -> score
-    for row in rows:
-        if row.get("status") == "scored":
-            scores[(str(row["instance_id"]), int(row["sample"]), row.get("model"))][row["task"]] = float(row["score"])
+    index = RowIndex(rows)
+    matching = Matching()
     by_task: dict[str, list[tuple[str, float]]] = defaultdict(list)
-    missing = 0
     for pair in pairs:
-        chosen = scores.get((pair.instance_id, pair.chosen_sample, pair.chosen_model), {})
-        rejected = scores.get((pair.instance_id, pair.rejected_sample, pair.rejected_model), {})
-        tasks = [t for t in chosen if t in rejected and (pair.task is None or t == pair.task)]
-        if len(tasks) != 1:  # unscored, or ambiguous without a task column
-            missing += 1
+        matched, reason = _match_pair(index, pair)
+        if matched is None:
+            matching.miss(reason or "no_instance", _describe_pair(pair))
             continue
-        task = tasks[0]
-        by_task[task].append((pair.instance_id, pair_credit(chosen[task], rejected[task], policy, epsilon)))
-    report: dict[str, Any] = {"policy": policy, "epsilon": epsilon if policy == "epsilon" else None, "unmatched": missing, "tasks": {}}
+        matching.hit()
+        chosen, rejected = matched
+        credit = pair_credit(float(chosen["score"]), float(rejected["score"]), policy, epsilon)
+        by_task[str(chosen["task"])].append((pair.instance_id, credit))
+    report: dict[str, Any] = {
+        "policy": policy,
+        "epsilon": epsilon if policy == "epsilon" else None,
+        "unmatched": matching.unmatched,
+        "matching": matching.as_dict(),
+        "tasks": {},
+    }
     everything: list[tuple[str, float]] = []
     for task in sorted(by_task):
         report["tasks"][task] = _accuracy(by_task[task], seed)
         everything += [(f"{task}/{i}", c) for i, c in by_task[task]]
     report["overall"] = _accuracy(everything, seed) if everything else None
     return report
+
+
+def describe_policy(policy: str, epsilon: float | None) -> str:
+    """The tie policy in words, for reports."""
+    if policy == "strict":
+        return "strict: equal scores count as wrong"
+    if policy == "epsilon":
+        return f"epsilon: score differences up to {epsilon:g} count as ties earning 0.5"
+    return "half: equal scores earn 0.5"
 
 
 def _accuracy(entries: list[tuple[str, float]], seed: int) -> dict[str, Any]:

@@ -1,4 +1,10 @@
-"""``mmverify calibrate``: fit per-task thresholds against human labels and report honest agreement."""
+"""``mmverify calibrate``: fit per-task thresholds against human labels and report honest agreement.
+
+The results come from a run folder (its ``results.latest.jsonl``) or a results file.  Labels and
+preference pairs must match enough scored rows (``min_matched``, or all of them when there are
+fewer); otherwise the run stops with the counts and, per reason, the first items that did not
+match, instead of writing empty thresholds.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +15,17 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..pipelines.results import ResultsFile, latest_rows
+from ..pipelines.runs import load_run
 from .crossval import cross_validate
 from .fit import fit_threshold, fit_two_thresholds, predict
-from .labels import adjudicate, join, load_labels
-from .pairwise import load_pairs, pairwise_accuracy
+from .labels import LABEL_KINDS, Adjudication, Joined, adjudicate, check_label_values, join, load_labels
+from .matching import require
+from .pairwise import TIE_POLICIES, load_pairs, pairwise_accuracy
 from .report import write_report
 from .stats import cluster_bootstrap, cohen_kappa, correlations
+from .thumbnails import Media, media_for_rows
 
-BOOTSTRAP = "percentile bootstrap, instructions resampled as clusters, 2000 resamples, seed 0"
+BOOTSTRAP = "percentile bootstrap, instructions resampled as clusters, 2000 resamples, seed {seed}"
 
 
 @dataclass
@@ -33,6 +41,17 @@ class CalibrationConfig:
     pairs: Path | None = None  # preference pairs for pairwise accuracy
     tie_policy: str = "half"
     epsilon: float = 0.0
+    min_matched: int = 10  # labelled items (and pairs) that must match a scored row; all when fewer
+    label_kind: str = "binary"  # "binary" (0/1, true/false) or "three-way" (0/1/2)
+    manifest: Path | None = None  # for media in the report; default: the one the run folder records
+
+    def __post_init__(self) -> None:
+        if self.min_matched < 0:
+            raise ValueError("min_matched must be >= 0")
+        if self.label_kind not in LABEL_KINDS:
+            raise ValueError(f"label kind must be one of {', '.join(LABEL_KINDS)}, got {self.label_kind!r}")
+        if self.tie_policy not in TIE_POLICIES:
+            raise ValueError(f"tie policy must be one of {', '.join(TIE_POLICIES)}")
 
 
 def _agreement_ci(correct: np.ndarray, groups: list[str], seed: int) -> list[float] | None:
@@ -40,61 +59,149 @@ def _agreement_ci(correct: np.ndarray, groups: list[str], seed: int) -> list[flo
     return list(ci) if ci else None
 
 
-def calibrate_task(values: np.ndarray, labels: np.ndarray, groups: list[str], config: CalibrationConfig) -> dict[str, Any]:
+def _cv(values: np.ndarray, labels: np.ndarray, groups: list[str], direction: str, config: CalibrationConfig) -> dict[str, Any]:
+    n_groups = len(set(groups))
+    kfold = cross_validate(values, labels, groups, folds=min(config.folds, n_groups), direction=direction, objective=config.objective, seed=config.seed)
+    loio = cross_validate(values, labels, groups, folds=None, direction=direction, objective=config.objective)
+    return {
+        "kfold_folds": kfold.folds,
+        "kfold_agreement": kfold.agreement,
+        "kfold_ci95": _agreement_ci((kfold.predictions == labels).astype(np.float64), groups, config.seed),
+        "kfold_fold_agreements": kfold.fold_agreements,
+        "kfold_thresholds": kfold.thresholds,
+        "loio_agreement": loio.agreement,
+    }
+
+
+def _binary(values: np.ndarray, labels: np.ndarray, groups: list[str], config: CalibrationConfig) -> tuple[dict[str, Any], np.ndarray]:
+    """The threshold fit, its agreement statistics, and the verdicts it gives."""
+    directions = (">", "<") if config.direction == "auto" else (config.direction,)
+    fits = [fit_threshold(values, labels, d, config.objective) for d in directions]
+    fit = max(fits, key=lambda f: (f.value, f.direction == ">"))
+    predictions = predict(values, fit.threshold, fit.direction)
+    correct = (predictions == labels).astype(np.float64)
+    result: dict[str, Any] = {
+        "fit": {"threshold": fit.threshold, "direction": fit.direction, "objective": fit.objective, "value": fit.value},
+        "curve": {"thresholds": fit.candidates.tolist(), "values": fit.values.tolist()},
+        "agreement": fit.agreement,
+        "agreement_ci95": _agreement_ci(correct, groups, config.seed),
+        "cohen_kappa": cohen_kappa(predictions, labels),
+        "correlations": correlations(values, labels),
+    }
+    if len(set(groups)) >= 2:
+        result["cv"] = _cv(values, labels, groups, fit.direction, config)
+    return result, predictions
+
+
+def calibrate_task(
+    values: np.ndarray, labels: np.ndarray, groups: list[str], config: CalibrationConfig, items: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """One task's fit and statistics; with ``items`` (the generations, in order) binary fits also
+    list the disagreements: generations whose verdict differs from the human label."""
     result: dict[str, Any] = {"n": int(values.size), "instructions": len(set(groups))}
-    numeric = all(isinstance(v, (int, np.integer)) for v in labels.tolist())
-    distinct = set(labels.tolist())
-    if numeric and distinct <= {0, 1}:
-        directions = (">", "<") if config.direction == "auto" else (config.direction,)
-        fits = [fit_threshold(values, labels, d, config.objective) for d in directions]
-        fit = max(fits, key=lambda f: (f.value, f.direction == ">"))
-        predictions = predict(values, fit.threshold, fit.direction)
-        correct = (predictions == labels).astype(np.float64)
-        result.update(
-            fit={"threshold": fit.threshold, "direction": fit.direction, "objective": fit.objective, "value": fit.value},
-            curve={"thresholds": fit.candidates.tolist(), "values": fit.values.tolist()},
-            agreement=fit.agreement,
-            agreement_ci95=_agreement_ci(correct, groups, config.seed),
-            cohen_kappa=cohen_kappa(predictions, labels),
-            correlations=correlations(values, labels),
-        )
-        n_groups = len(set(groups))
-        if n_groups >= 2:
-            kfold = cross_validate(values, labels, groups, folds=min(config.folds, n_groups), direction=fit.direction, objective=config.objective, seed=config.seed)
-            loio = cross_validate(values, labels, groups, folds=None, direction=fit.direction, objective=config.objective)
-            result["cv"] = {
-                "kfold_folds": kfold.folds,
-                "kfold_agreement": kfold.agreement,
-                "kfold_ci95": _agreement_ci((kfold.predictions == labels).astype(np.float64), groups, config.seed),
-                "kfold_fold_agreements": kfold.fold_agreements,
-                "kfold_thresholds": kfold.thresholds,
-                "loio_agreement": loio.agreement,
-            }
-    elif numeric and distinct <= {0, 1, 2}:
+    if config.label_kind == "three-way":
         three = fit_two_thresholds(values, labels)
         result.update(three_way={"low": three.low, "high": three.high, "agreement": three.agreement}, correlations=correlations(values, labels))
-    else:
-        result["note"] = "labels are not 0/1 or 0/1/2: only correlations are reported" if numeric else "categorical labels: no threshold"
-        if numeric:
-            result["correlations"] = correlations(values, labels)
+        return result
+    fitted, predictions = _binary(values, labels.astype(np.int64), groups, config)
+    result.update(fitted)
+    if items is not None:
+        result["disagreements"] = _disagreements(items, values, labels, predictions, result["fit"]["threshold"])
     return result
 
 
-def run_calibration(config: CalibrationConfig) -> dict[str, Any]:
-    rows = latest_rows(ResultsFile(config.results).load(repair=False))
-    adjudicated = adjudicate(load_labels(config.labels))
+def _disagreements(items: list[dict[str, Any]], values: np.ndarray, labels: np.ndarray, verdicts: np.ndarray, threshold: float) -> list[dict[str, Any]]:
+    """Generations whose verdict differs from the human label, farthest from the threshold first."""
+    listed = [
+        {**item, "value": float(value), "label": int(label), "verdict": int(verdict)}
+        for item, value, label, verdict in zip(items, values, labels, verdicts)
+        if verdict != label
+    ]
+    return sorted(listed, key=lambda entry: -abs(entry["value"] - threshold))
+
+
+def _labels_metrics(adjudicated: Adjudication, joined: Joined) -> dict[str, Any]:
+    return {
+        "items": len(adjudicated.labels) + len(adjudicated.ties),
+        "ties": len(adjudicated.ties),
+        "unmatched": joined.unmatched,
+        "ambiguous": joined.ambiguous,
+        "missing_component": joined.missing_component,
+        "matching": joined.matching.as_dict(),
+    }
+
+
+def _threshold_entry(result: Mapping[str, Any], component: str, config: CalibrationConfig) -> dict[str, Any]:
+    return {
+        "component": component,
+        "threshold": result["fit"]["threshold"],
+        "direction": result["fit"]["direction"],
+        "fitted_on": {
+            "results": str(config.results), "labels": str(config.labels), "n": result["n"],
+            "instructions": result["instructions"], "objective": config.objective,
+            "agreement_in_sample": result["agreement"],
+            "agreement_cv": (result.get("cv") or {}).get("kfold_agreement"),
+        },
+    }  # fmt: skip
+
+
+def _report_media(manifest: Path | None, metrics: Mapping[str, Any]) -> dict[int, Media]:
+    """Thumbnails for the generations the report lists, when the manifest is known."""
+    listed = [{**item, "task": task} for task, entry in metrics["tasks"].items() for item in entry.get("disagreements", [])]
+    if manifest is None or not listed:
+        return {}
+    return media_for_rows(manifest, listed)
+
+
+def _load_joined(rows: list[Mapping[str, Any]], source: Path, config: CalibrationConfig) -> tuple[Adjudication, Joined]:
+    labels = check_label_values(load_labels(config.labels), config.label_kind)
+    adjudicated = adjudicate(labels)
+    if not adjudicated.labels:
+        raise ValueError(f"{config.labels}: no labelled item has a majority label ({len(adjudicated.ties)} ties)")
     joined = join(rows, adjudicated.labels, config.components)
+    matching = joined.matching.as_dict()
+    require(matching, min_matched=config.min_matched, what="labelled items", source=str(source), hint=_hint(joined, rows))
+    return adjudicated, joined
+
+
+def _hint(joined: Joined, rows: list[Mapping[str, Any]]) -> str:
+    """What the results hold, for the reasons a user can fix in the labels file."""
+    failures = joined.matching.failures
+    hints = []
+    if failures["model"]:
+        models = sorted({str(r.get("model")) for r in rows})
+        hints.append(f"the results hold model(s): {', '.join(models[:5])}{' ...' if len(models) > 5 else ''}")
+    if failures["ambiguous"]:
+        hints.append("a labels file can name the generation exactly with 'task' and 'model' columns")
+    return "; ".join(hints)
+
+
+def _pairwise(rows: list[Mapping[str, Any]], source: Path, config: CalibrationConfig) -> dict[str, Any] | None:
+    if config.pairs is None:
+        return None
+    report = pairwise_accuracy(rows, load_pairs(config.pairs), policy=config.tie_policy, epsilon=config.epsilon, seed=config.seed)
+    require(report["matching"], min_matched=config.min_matched, what="preference pairs", source=str(source))
+    return report
+
+
+def run_calibration(config: CalibrationConfig) -> dict[str, Any]:
+    """Fit, evaluate and write ``thresholds.json``, ``metrics.json`` and ``report.html``.
+
+    Raises ``ValueError`` (:class:`~.matching.MatchingError` for matching) before anything is
+    written when the inputs cannot support a calibration."""
+    if config.manifest is not None and not config.manifest.is_file():
+        raise ValueError(f"manifest {config.manifest} is not a file")
+    run = load_run(config.results)
+    rows = run.rows
+    adjudicated, joined = _load_joined(rows, run.source, config)
+    pairwise = _pairwise(rows, run.source, config)
     metrics: dict[str, Any] = {
         "objective": config.objective,
         "direction": config.direction,
-        "bootstrap": BOOTSTRAP,
-        "labels": {
-            "items": len(adjudicated.labels) + len(adjudicated.ties),
-            "ties": len(adjudicated.ties),
-            "unmatched": joined.unmatched,
-            "ambiguous": joined.ambiguous,
-            "missing_component": joined.missing_component,
-        },
+        "label_kind": config.label_kind,
+        "bootstrap": BOOTSTRAP.format(seed=config.seed),
+        "results": {"path": str(config.results), "read": str(run.source), "rows": len(rows)},
+        "labels": _labels_metrics(adjudicated, joined),
         "inter_annotator": adjudicated.inter_annotator or None,
         "tasks": {},
     }
@@ -104,27 +211,15 @@ def run_calibration(config: CalibrationConfig) -> dict[str, Any]:
         values = np.asarray(joined.values[task], dtype=np.float64)
         labels = np.asarray(joined.labels[task])
         component = config.components.get(task, "score")
-        result = {"component": component, **calibrate_task(values, labels, joined.instances[task], config)}
+        result = {"component": component, **calibrate_task(values, labels, joined.instances[task], config, joined.items[task])}
         metrics["tasks"][task] = result
         if "fit" in result:
             arrays[task] = (values, labels.astype(np.float64))
-            thresholds[task] = {
-                "component": component,
-                "threshold": result["fit"]["threshold"],
-                "direction": result["fit"]["direction"],
-                "fitted_on": {
-                    "results": str(config.results), "labels": str(config.labels), "n": result["n"],
-                    "instructions": result["instructions"], "objective": config.objective,
-                    "agreement_in_sample": result["agreement"],
-                    "agreement_cv": (result.get("cv") or {}).get("kfold_agreement"),
-                },
-            }  # fmt: skip
-    if config.pairs is not None:
-        metrics["pairwise"] = pairwise_accuracy(
-            rows, load_pairs(config.pairs), policy=config.tie_policy, epsilon=config.epsilon, seed=config.seed
-        )
+            thresholds[task] = _threshold_entry(result, component, config)
+    if pairwise is not None:
+        metrics["pairwise"] = pairwise
     config.out.mkdir(parents=True, exist_ok=True)
     (config.out / "thresholds.json").write_text(json.dumps(thresholds, indent=2) + "\n", encoding="utf-8")
     (config.out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    write_report(metrics, arrays, config.out)
+    write_report(metrics, arrays, config.out, media=_report_media(config.manifest or run.manifest, metrics))
     return metrics

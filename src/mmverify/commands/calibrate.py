@@ -1,0 +1,71 @@
+"""``mmverify calibrate RUN --labels LABELS --out DIR``: thresholds fitted on human labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+EXIT_USAGE = 2
+
+
+def _fail(console: Console, message: str) -> NoReturn:
+    console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    raise typer.Exit(EXIT_USAGE)
+
+
+def _components(items: list[str], console: Console) -> dict[str, str]:
+    mapping = {}
+    for item in items:
+        task, sep, name = item.partition("=")
+        if not sep or not task or not name:
+            _fail(console, f"--component must look like task=component, got {item!r}")
+        mapping[task] = name
+    return mapping
+
+
+def calibrate_command(
+    results: Path = typer.Argument(..., exists=True, help="A `mmverify score` output folder (its results.latest.jsonl is read) or a results file."),
+    labels: Path = typer.Option(..., exists=True, dir_okay=False, help="Human labels (CSV or JSONL)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Where thresholds.json, metrics.json and report.html go."),
+    component: list[str] = typer.Option([], help="task=component to threshold instead of the score (repeatable)."),
+    direction: str = typer.Option(">", help="'>' (pass above), '<' (pass below) or 'auto'."),
+    objective: str = typer.Option("agreement", help="agreement, balanced_accuracy, youden or f1."),
+    folds: int = typer.Option(5, min=2, help="Cross-validation folds (grouped by instruction)."),
+    pairs: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="Preference pairs for pairwise accuracy."),
+    tie_policy: str = typer.Option("half", help="Pairs with equal scores: strict, half or epsilon."),
+    epsilon: float = typer.Option(0.0, min=0.0, help="Tie band for --tie-policy epsilon."),
+    min_matched: int = typer.Option(10, min=0, help="Fail unless this many labelled items (and pairs) match a scored row; all of them when fewer."),
+    label_kind: str = typer.Option("binary", help="Label values: binary (0/1 or true/false) or three-way (0/1/2, two thresholds)."),
+    manifest: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="The scored manifest, for thumbnails in the report (default: the one the run folder records)."),
+) -> None:
+    """Fit per-task thresholds on human labels; report in-sample and cross-validated agreement."""
+    from ..calibration.fit import OBJECTIVES
+    from ..calibration.labels import LABEL_KINDS
+    from ..calibration.pairwise import TIE_POLICIES
+    from ..calibration.run import CalibrationConfig, run_calibration
+    from ..calibration.terminal import print_calibration
+
+    stderr, stdout = Console(stderr=True), Console()
+    if direction not in (">", "<", "auto"):
+        _fail(stderr, "--direction must be '>', '<' or 'auto'")
+    if objective not in OBJECTIVES:
+        _fail(stderr, f"--objective must be one of {', '.join(OBJECTIVES)}")
+    if tie_policy not in TIE_POLICIES:
+        _fail(stderr, f"--tie-policy must be one of {', '.join(TIE_POLICIES)}")
+    if label_kind not in LABEL_KINDS:
+        _fail(stderr, f"--label-kind must be one of {', '.join(LABEL_KINDS)}")
+    config = CalibrationConfig(
+        results=results, labels=labels, out=out, components=_components(component, stderr), direction=direction,
+        objective=objective, folds=folds, pairs=pairs, tie_policy=tie_policy, epsilon=epsilon,
+        min_matched=min_matched, label_kind=label_kind, manifest=manifest,
+    )  # fmt: skip
+    try:
+        metrics = run_calibration(config)
+    except ValueError as exc:
+        _fail(stderr, str(exc))
+    print_calibration(metrics, stdout, stderr)
+    stderr.print(f"wrote {out / 'thresholds.json'}, {out / 'metrics.json'}, {out / 'report.html'}", highlight=False, markup=False)
