@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON=${PYTHON:-python3}
 
-# 1. System packages the tests use to synthesise speech, inspect audio and render SVG (cairo).
-packages=(espeak-ng sox libcairo2)
+# 1. System packages the tests use to synthesise speech, inspect audio, render SVG (cairo) and
+#    open HTML reports in a headless browser (chromium).
+packages=(espeak-ng sox libcairo2 chromium)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

@@ -137,6 +137,7 @@ class ResultsFile:
         """Atomically replace the file's content."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".jsonl", dir=self.path.parent)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # as an ordinary new file, not mkstemp's owner-only mode
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 for row in rows:
@@ -148,6 +149,15 @@ class ResultsFile:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
+
+
+def _read_umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+_UMASK = _read_umask()  # read once, at import: os.umask can only be read by setting it
 
 
 def latest_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
