@@ -14,17 +14,52 @@ from PIL import Image
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _mmmg_root() -> Path:
+def mmmg_root() -> Path:
+    """The MMMG data folder: ``$MMVERIFY_MMMG_DIR``, else ``shared/mmmg`` next to the repository."""
     return Path(os.environ.get("MMVERIFY_MMMG_DIR", REPO.parent / "shared" / "mmmg"))
+
+
+def running_in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}
+
+
+def mmmg_data(relative: str, *, directory: bool = False) -> Path:
+    """A file (or folder) of the MMMG data; every test that reads the data finds it through here.
+
+    Missing data skips the test on a developer's machine, but fails it when ``CI`` is ``true``: there
+    the data is part of the environment, and a suite that passes by skipping has tested nothing.
+    """
+    path = mmmg_root() / relative
+    if not (path.is_dir() if directory else path.is_file()):
+        message = f"MMMG data not found at {path} (set MMVERIFY_MMMG_DIR to the MMMG data folder)"
+        if running_in_ci():
+            pytest.fail(f"{message}; CI=true requires it", pytrace=False)
+        pytest.skip(message)
+    return path
+
+
+MMMG_REQUIRED = ("seed_instruction", "references/dataset.csv")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With ``CI=true`` the run stops at once, with one clear message, when the MMMG data is missing
+    (rather than passing with every data test skipped)."""
+    if running_in_ci():
+        missing = [str(mmmg_root() / part) for part in MMMG_REQUIRED if not (mmmg_root() / part).exists()]
+        if missing:
+            pytest.exit(f"CI=true but the MMMG data is missing: {', '.join(missing)} (set MMVERIFY_MMMG_DIR)", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 @pytest.fixture(scope="session")
 def mmmg_instructions() -> Path:
     """``shared/mmmg/seed_instruction``: MMMG's published instruction files."""
-    path = _mmmg_root() / "seed_instruction"
-    if not path.is_dir():
-        pytest.skip(f"MMMG instruction data not found at {path} (set MMVERIFY_MMMG_DIR)")
-    return path
+    return mmmg_data("seed_instruction", directory=True)
+
+
+@pytest.fixture(scope="session")
+def esc50_metadata() -> Path:
+    """``shared/mmmg/references/dataset.csv``: the published ESC-50 metadata (``meta/esc50.csv``)."""
+    return mmmg_data("references/dataset.csv")
 
 
 def scene(height: int = 200, width: int = 200, seed: int = 0) -> np.ndarray:

@@ -24,12 +24,20 @@ Fixtures
     ``url``            base URL to give a judge (``http://127.0.0.1:<port>/v1``).
     ``script(f)``      reply with ``f(request) -> Reply | str`` (a str is a normal 200 reply).
     ``queue(*r)``      reply with these in order, then 400 "script exhausted".
-    ``delay``          seconds every reply waits before it is sent (default 0).
+    ``delay``          seconds every reply waits before it is sent (default 0; ``FOREVER``: no reply
+                       until the server closes).
+    ``hold()``, ``release(n=1)``, ``open()``, ``held``
+                       from ``hold()`` on, every request waits (counted as in flight) until the test
+                       ``release``s it, oldest first; ``open()`` lets all go and stops holding;
+                       ``held`` is how many are waiting.  The test decides when replies go out.
     ``requests``       every :class:`RecordedRequest` received (``body``, ``headers``, ``model``,
                        ``prompt`` = the user message's text, ``images`` = decoded uint8 arrays,
                        ``image_bytes`` = the PNG bytes sent).
     ``count``, ``max_in_flight``, ``reset()`` (forget requests, keep the script); ``GET /_stats``
                        returns count and max_in_flight as JSON (for a server in another process).
+                       A request is in flight from when its body has been read until just before
+                       its reply is written, a span inside the client's own wait for the reply:
+                       ``max_in_flight`` never exceeds the client's true concurrency.
     ``judge(**kw)``    an ``OpenAICompatibleJudge`` for this server with millisecond back-off and no
                        cache unless ``cache=`` is given; keyword arguments override.
 
@@ -39,22 +47,28 @@ Scripts (responders)
                                            (a str or a Reply); unmatched prompts get ``default``,
                                            or a 400 naming the prompt so the test fails loudly.
     ``sequence(*replies, then=None)``      replies in order, then ``then`` for ever (or 400).
+    ``together(n, responder)``             the first ``n`` requests wait until all ``n`` are in
+                                           flight at once, then ``responder`` answers (a 400 if
+                                           they never are): ``max_in_flight >= n`` for sure.
     ``rate_limited_then(text, times=1, retry_after=None)``  429s (with Retry-After), then ``text``.
     ``server_error_forever(status=500)``   every request fails with ``status``.
     ``malformed_json()``                   200 with a body that is not JSON.
     ``empty_content()``                    200 with ``content: ""``.
     ``Reply(content=..., status=..., body=..., headers=..., delay=...)`` for anything else; ``body``
-    (dict or str) replaces the generated chat-completion body.
+    (dict or str) replaces the generated chat-completion body; ``delay=FOREVER`` never answers (the
+    client can only time out).
 """
 
 from __future__ import annotations
 
 import base64
 import io
+import itertools
 import json
+import math
 import socket
 import threading
-import time
+from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -65,6 +79,8 @@ import numpy as np
 import pytest
 
 MODEL = "test-vlm"
+FOREVER = math.inf  # a delay: no reply while the server runs
+BARRIER_HANG_GUARD_S = 60.0
 
 
 @dataclass
@@ -163,6 +179,30 @@ def rate_limited_then(text: str, times: int = 1, retry_after: float | None = Non
     return sequence(*[Reply(status=429, body={"error": {"message": "slow down"}}, headers=headers)] * times, then=text)
 
 
+def together(n: int, responder: Union[Responder, str]) -> Responder:
+    """The first ``n`` requests are answered only once all ``n`` are in flight together.
+
+    A client that allows ``n`` concurrent requests gets there whatever the machine's speed; one that
+    never has ``n`` in flight gets a 400 naming the cause (after a hang guard, never on the pass path).
+    """
+    answer = always(responder) if isinstance(responder, str) else responder
+    barrier = threading.Barrier(n)
+    arrivals = itertools.count()
+    arrivals_lock = threading.Lock()
+
+    def respond(request: RecordedRequest) -> Union[Reply, str]:
+        with arrivals_lock:
+            arrival = next(arrivals)
+        if arrival < n:
+            try:
+                barrier.wait(BARRIER_HANG_GUARD_S)
+            except threading.BrokenBarrierError:
+                return _error(400, f"the client never had {n} requests in flight at once")
+        return answer(request)
+
+    return respond
+
+
 def server_error_forever(status: int = 500) -> Responder:
     return lambda request: _error(status, "internal server error")
 
@@ -179,6 +219,13 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # the default backlog of 5 drops connections when a test opens dozens at once
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return  # a client that timed out or was killed left; nothing to report
+        super().handle_error(request, client_address)
+
 
 class VLMServer:
     def __init__(self) -> None:
@@ -188,6 +235,9 @@ class VLMServer:
         self.max_in_flight = 0
         self._responder: Responder = lambda request: _error(400, "no script set for this test")
         self._lock = threading.Lock()
+        self._holding = False
+        self._held: deque[threading.Event] = deque()
+        self._closing = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -221,23 +271,34 @@ class VLMServer:
                     self._send(400, {"error": {"message": "request body is not JSON"}}, {})
                     return
                 request = RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                gate: threading.Event | None = None
                 with server._lock:
                     server.requests.append(request)
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    if server._holding:
+                        gate = threading.Event()
+                        server._held.append(gate)
                 try:
+                    if gate is not None:
+                        gate.wait()  # set by release(), open() or close()
                     try:
                         reply = server._responder(request)
                     except Exception as exc:  # a broken script must fail the test, not hang it
                         reply = _error(400, f"responder raised {type(exc).__name__}: {exc}")
                     if isinstance(reply, str):
                         reply = Reply(content=reply)
-                    time.sleep(server.delay + reply.delay)
+                    delay = server.delay + reply.delay
+                    if delay > 0:  # ends early when the server closes
+                        server._closing.wait(None if math.isinf(delay) else delay)
                     payload = reply.body if reply.body is not None else chat_completion(reply.content, body.get("model", MODEL))
-                    self._send(reply.status, payload, reply.headers)
                 finally:
+                    # out of flight before the first byte of the reply leaves: the client cannot
+                    # start its next request while this one still counts
                     with server._lock:
                         server.in_flight -= 1
+                if not server._closing.is_set():
+                    self._send(reply.status, payload, reply.headers)
 
             def _send(self, status: int, payload: Union[dict, str], headers: Mapping[str, str]) -> None:
                 data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
@@ -266,6 +327,32 @@ class VLMServer:
     def queue(self, *replies: Union[Reply, str]) -> "VLMServer":
         return self.script(sequence(*replies))
 
+    def hold(self) -> "VLMServer":
+        """From now on every request waits for :meth:`release` (or :meth:`open`)."""
+        with self._lock:
+            self._holding = True
+        return self
+
+    def release(self, n: int = 1) -> None:
+        """Let the ``n`` oldest held requests be answered."""
+        with self._lock:
+            if n > len(self._held):
+                raise AssertionError(f"cannot release {n} requests: {len(self._held)} are held")
+            for _ in range(n):
+                self._held.popleft().set()
+
+    def open(self) -> None:
+        """Stop holding: every held request is answered, and new ones are not held."""
+        with self._lock:
+            self._holding = False
+            while self._held:
+                self._held.popleft().set()
+
+    @property
+    def held(self) -> int:
+        with self._lock:
+            return len(self._held)
+
     @property
     def count(self) -> int:
         return len(self.requests)
@@ -283,6 +370,8 @@ class VLMServer:
         return OpenAICompatibleJudge(options.pop("model", MODEL), options.pop("base_url", self.url), **options)
 
     def close(self) -> None:
+        self._closing.set()  # waiting replies are dropped, not sent
+        self.open()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)

@@ -1,88 +1,168 @@
-"""A real ``mmverify score`` process killed with SIGKILL at random points, again and again, resumes
-to exactly the file an uninterrupted run writes: nothing lost, nothing duplicated."""
+"""A real ``mmverify score`` process killed with SIGKILL part-way, again and again, resumes to exactly
+the file an uninterrupted run writes: nothing lost, nothing duplicated.
+
+Every item asks a local judge server one question, and the server answers only when the test lets
+it (``VLMServer.hold``/``release``).  The run can therefore never finish before a kill lands: the
+test kills it at progress points it observes in the results file, or just after letting one more
+reply out (somewhere inside scoring or writing that item), whatever the machine's speed.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
 from tests.conftest import save_png, scene, write_manifest
+from tests.vlm_server import MODEL, RecordedRequest, VLMServer
+from tests.waiting import wait_until
 
 ITEMS = 40
+RUN_GUARD_S = 240  # a hang guard for whole runs, never a measurement
+
+
+def _answer(request: RecordedRequest) -> str:
+    """Yes for even-numbered objects, No for odd ones: rows with different scores."""
+    match = re.search(r"object (\d+)", request.prompt)
+    assert match, request.prompt
+    return f"I looked at the image.\nAnswer: {'Yes' if int(match.group(1)) % 2 == 0 else 'No'}"
+
+
+@pytest.fixture
+def judge_server() -> Iterator[VLMServer]:
+    server = VLMServer()
+    server.script(_answer)
+    try:
+        yield server
+    finally:
+        server.close()
 
 
 def _manifest(tmp_path: Path) -> Path:
     lines = []
     for i in range(ITEMS):
-        image = scene(400, 400, seed=i)
-        image[:40], image[-40:], image[:, :40], image[:, -40:] = (0, 128, 0), (0, 128, 0), (0, 128, 0), (0, 128, 0)
-        save_png(tmp_path / f"g{i}.png", image)
-        lines.append({"task": "i_format_border", "instance": {"color": "green"}, "parts": [{"type": "image", "path": f"g{i}.png"}]})
+        save_png(tmp_path / f"g{i}.png", scene(48, 48, seed=i))
+        lines.append({"task": "i_object_attribute", "instance": {"object": f"object {i}"}, "parts": [{"type": "image", "path": f"g{i}.png"}]})
     return write_manifest(tmp_path / "m.jsonl", lines)
 
 
-def _score(manifest: Path, out: Path) -> subprocess.Popen:
-    command = [sys.executable, "-m", "mmverify.cli", "score", str(manifest), "--out", str(out), "--workers", "2", "-q"]
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+class Run:
+    """One ``mmverify score --workers 2`` process, in its own process group, judged by ``server``."""
+
+    def __init__(self, manifest: Path, out: Path, server: VLMServer) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MMVERIFY_VLM_") and k != "MMVERIFY_OFFLINE"}
+        env |= {
+            "MMVERIFY_VLM_BASE_URL": server.url,
+            "MMVERIFY_VLM_MODEL": MODEL,
+            "MMVERIFY_VLM_CACHE": "off",  # every resumed item asks again: replies come only from the test
+            "MMVERIFY_VLM_TIMEOUT": "3600",  # a held request waits as long as the test wants
+            "MMVERIFY_VLM_BACKOFF": "0.001",
+            "MMVERIFY_CACHE_DIR": str(out.parent / "model-cache"),
+        }
+        out.mkdir(parents=True, exist_ok=True)
+        self.results = out / "results.jsonl"
+        self.log = out.parent / f"{out.name}.stderr"
+        command = [sys.executable, "-m", "mmverify.cli", "score", str(manifest), "--out", str(out), "--workers", "2", "-q"]
+        with open(self.log, "ab") as stderr:
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, env=env, start_new_session=True)
+
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+    def finish(self) -> int:
+        return self.process.wait(timeout=RUN_GUARD_S)
+
+    def kill(self) -> None:
+        """SIGKILL the score process, then the worker processes it leaves behind."""
+        os.kill(self.process.pid, signal.SIGKILL)
+        assert self.process.wait(timeout=RUN_GUARD_S) == -signal.SIGKILL, f"the run ended before the kill: {self.stderr()}"
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
-def _lines(path: Path) -> int:
+def _rows(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
-def _kill_after(manifest: Path, out: Path, rows: int) -> bool:
-    """Start a run and SIGKILL it once the file holds ``rows`` more complete rows; False if it finished first."""
-    results = out / "results.jsonl"
-    target = _lines(results) + rows
-    process = _score(manifest, out)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        if _lines(results) >= target:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
-            return True
-        time.sleep(0.002)
-    process.wait(timeout=30)
-    return False
+def _await_request(run: Run, server: VLMServer, done: Callable[[], bool] = lambda: False) -> bool:
+    """Wait until the run has a judge request held (True) or ``done()`` holds (False)."""
+    wait_until(
+        lambda: server.held > 0 or done() or run.process.poll() is not None,
+        timeout=RUN_GUARD_S,
+        message=lambda: f"a judge request ({_rows(run.results)} rows so far; stderr: {run.stderr()})",
+    )
+    assert run.process.poll() is None, f"the run exited with {run.process.returncode}: {run.stderr()}"
+    return server.held > 0 and not done()
+
+
+def _advance(run: Run, server: VLMServer, rows: int) -> None:
+    """Release held replies one at a time until the results file holds ``rows`` complete rows."""
+    while _await_request(run, server, lambda: _rows(run.results) >= rows):
+        server.release(1)
+
+
+def _kill_part_way(manifest: Path, out: Path, server: VLMServer, rows: int, mid_item: bool) -> None:
+    """Start a run, let it write ``rows`` more rows, SIGKILL it; with ``mid_item`` the kill comes
+    right after one more reply has gone out, while that item is being scored or written."""
+    run = Run(manifest, out, server)
+    _advance(run, server, _rows(run.results) + rows)
+    if mid_item:
+        _await_request(run, server)
+        server.release(1)
+    run.kill()
+    server.release(server.held)  # requests of the killed workers: nobody waits for their replies
+
+
+@pytest.fixture
+def reference(tmp_path: Path, judge_server: VLMServer) -> tuple[Path, bytes]:
+    """The manifest and the results file of an uninterrupted run."""
+    manifest = _manifest(tmp_path)
+    run = Run(manifest, tmp_path / "reference", judge_server)
+    assert run.finish() == 0, run.stderr()
+    expected = run.results.read_bytes()
+    rows = [json.loads(line) for line in expected.splitlines()]
+    assert [row["status"] for row in rows] == ["scored"] * ITEMS, run.stderr()
+    assert [row["score"] for row in rows] == [float(i % 2 == 0) for i in range(ITEMS)]
+    return manifest, expected
+
+
+def _resume(manifest: Path, out: Path, server: VLMServer) -> list[bytes]:
+    """Finish the run with every reply let through; its rows, one per item (a diff shows which differ)."""
+    server.open()
+    run = Run(manifest, out, server)
+    assert run.finish() == 0, run.stderr()
+    return run.results.read_bytes().splitlines(keepends=True)
 
 
 @pytest.mark.slow
-def test_repeated_sigkills_at_random_points_then_resume(tmp_path: Path):
-    manifest = _manifest(tmp_path)
-    reference = tmp_path / "reference"
-    assert _score(manifest, reference).wait(timeout=240) == 0
-    expected = (reference / "results.jsonl").read_bytes()
-
+def test_repeated_sigkills_at_random_points_then_resume(tmp_path: Path, judge_server: VLMServer, reference: tuple[Path, bytes]):
+    manifest, expected = reference
+    judge_server.hold()
     rng = random.Random(7)
     out = tmp_path / "killed"
-    kills = 0
-    for _ in range(8):
-        if _lines(out / "results.jsonl") >= ITEMS - 3:
-            break
-        kills += _kill_after(manifest, out, rng.randint(1, 4))
+    for _ in range(5):  # at most 5 x (3 + 2 in the workers + 1) rows < ITEMS: never the whole run
+        before = _rows(out / "results.jsonl")
+        _kill_part_way(manifest, out, judge_server, rng.randint(1, 3), mid_item=rng.random() < 0.5)
         partial = (out / "results.jsonl").read_bytes()
+        assert partial.count(b"\n") > before and partial.count(b"\n") < ITEMS
         assert expected.startswith(partial[: partial.rfind(b"\n") + 1]), "complete rows are a prefix of the reference"
-    assert kills >= 3, "the run should have been interrupted several times"
-    assert _score(manifest, out).wait(timeout=240) == 0
-    assert (out / "results.jsonl").read_bytes() == expected
+    assert _resume(manifest, out, judge_server) == expected.splitlines(keepends=True)
 
 
-def test_a_kill_mid_run_resumes_to_the_same_file(tmp_path: Path):
-    manifest = _manifest(tmp_path)
-    reference = tmp_path / "reference"
-    assert _score(manifest, reference).wait(timeout=240) == 0
-    for attempt in range(3):  # a busy machine may finish the run before the kill lands
-        out = tmp_path / f"killed{attempt}"
-        if _kill_after(manifest, out, 2) and _lines(out / "results.jsonl") < ITEMS:
-            break
-    else:
-        raise AssertionError("could not interrupt the run part-way in three attempts")
-    assert _score(manifest, out).wait(timeout=240) == 0
-    assert (out / "results.jsonl").read_bytes() == (reference / "results.jsonl").read_bytes()
+def test_a_kill_mid_run_resumes_to_the_same_file(tmp_path: Path, judge_server: VLMServer, reference: tuple[Path, bytes]):
+    manifest, expected = reference
+    judge_server.hold()
+    out = tmp_path / "killed"
+    _kill_part_way(manifest, out, judge_server, 2, mid_item=False)
+    assert 2 <= _rows(out / "results.jsonl") < ITEMS
+    assert _resume(manifest, out, judge_server) == expected.splitlines(keepends=True)

@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,9 +27,10 @@ pytest.importorskip("uvicorn")
 
 from mmverify.api import score_items  # noqa: E402
 from mmverify.pipelines.reward import Reward  # noqa: E402
-from mmverify.pipelines.server import BackgroundServer, MicroBatcher, ServerConfig, create_app  # noqa: E402
+from mmverify.pipelines.server import BackgroundServer, MicroBatcher, PathRedactor, ServerConfig, create_app  # noqa: E402
 from tests.conftest import save_png  # noqa: E402
 from tests.pipelines.conftest import bordered  # noqa: E402
+from tests.waiting import wait_until  # noqa: E402
 
 TOKEN = "test-token-7f3a"
 
@@ -111,7 +111,9 @@ def test_score_rows_equal_in_process_scoring(media: Path, serve):
     server = serve(data_root=media)
     status, body = Client(server.port).json("POST", "/score", {"items": items})
     assert status == 200
-    assert body["results"] == score_items(items, base_dir=media, data_root=media)
+    # the same rows as in-process scoring, except that client-visible messages never show the data root
+    expected = PathRedactor({"<data root>": media})(score_items(items, base_dir=media, data_root=media))
+    assert body["results"] == expected
     codes = [r["error"]["code"] if r["error"] else r["status"] for r in body["results"]]
     assert codes == ["scored", "scored", "scored", "path_outside_root", "path_outside_root", "missing_media",
                      "scored", "unknown_instance", "unknown_task", "malformed_line"]  # fmt: skip
@@ -134,9 +136,8 @@ def test_auth(media: Path, serve, caplog):
     assert Client(server.port).call("GET", "/healthz")[0] == 200  # liveness probes carry no token
     status, body = Client(server.port, TOKEN).json("POST", "/score", request)
     assert status == 200 and body["results"][0]["status"] == "scored"
-    deadline = time.monotonic() + 5  # the line is written after the response has gone out
-    while len([r for r in caplog.records if r.name == "mmverify.server"]) < 6 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    # the line is written after the response has gone out
+    wait_until(lambda: len([r for r in caplog.records if r.name == "mmverify.server"]) >= 6, message="six access-log lines")
     lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "mmverify.server"]
     assert [line["status"] for line in lines] == [401, 401, 401, 401, 200, 200]
     assert {"id", "method", "path", "status", "items", "errors", "latency_ms"} <= set(lines[-1])
@@ -231,18 +232,29 @@ def test_micro_batcher_merges_requests_and_keeps_their_line_numbers():
     assert done[0] == [{"item": "a", "line": 1}, {"item": "b", "line": 2}] and done[1] == [{"item": "c", "line": 1}]
 
 
-class _SlowReward(Reward):
+class _BlockedReward(Reward):
+    """Scores only once the test sets ``released``: the request deadline always passes first."""
+
+    released: threading.Event
+
     def rows(self, items, lines=None, *, convert=False):  # noqa: ANN001
-        time.sleep(1.0)
+        assert self.released.wait(120), "the test never released the reward"  # a hang guard
         return super().rows(items, lines, convert=convert)
 
 
 def test_request_timeout_gives_504_and_the_server_goes_on(serve):
-    server = serve(reward=_SlowReward("i_structure"), request_timeout=0.2)
+    reward = _BlockedReward("i_structure")
+    reward.released = threading.Event()
+    server = serve(reward=reward, request_timeout=0.2)
     request = {"items": [{"task": "i_structure", "instance": {"order": ["t"]}, "parts": [{"type": "text", "text": "x"}]}]}
-    status, body = Client(server.port).json("POST", "/score", request)
+    try:
+        status, body = Client(server.port).json("POST", "/score", request)
+    finally:
+        reward.released.set()
     assert status == 504 and body["error"]["code"] == "request_timeout"
     assert Client(server.port).call("GET", "/healthz")[0] == 200
+    status, body = Client(server.port).json("POST", "/score", request)  # the scoring thread is free again
+    assert status == 200 and body["results"][0]["status"] == "scored"
 
 
 def test_tasks_and_healthz(serve):
@@ -283,34 +295,38 @@ def test_openrlhf_endpoint(media: Path, serve):
 # -- a real `mmverify serve` process -----------------------------------------------------------------
 
 
-def start_cli_server(media: Path, cache: Path) -> tuple[subprocess.Popen, int, "queue.Queue[str]"]:
+def start_cli_server(media: Path, cache: Path) -> tuple[subprocess.Popen, int, "queue.Queue[str | None]"]:
     env = {**os.environ, "MMVERIFY_CACHE_DIR": str(cache), "MMVERIFY_SERVER_TOKEN": TOKEN, "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen(
         [sys.executable, "-m", "mmverify.cli", "serve", "--port", "0", "--data-root", str(media)],
         env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
     )  # fmt: skip
-    lines: "queue.Queue[str]" = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in process.stderr], daemon=True).start()  # type: ignore[union-attr]
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    lines: "queue.Queue[str | None]" = queue.Queue()
+
+    def read() -> None:
+        for line in process.stderr:  # type: ignore[union-attr]
+            lines.put(line)
+        lines.put(None)  # end of stderr: the process has closed it
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
         try:
-            line = lines.get(timeout=1)
+            line = lines.get(timeout=120)  # a hang guard
         except queue.Empty:
-            assert process.poll() is None, "the server exited"
-            continue
+            process.kill()
+            raise AssertionError("the server did not start") from None
+        assert line is not None, f"the server exited with {process.wait(timeout=30)}"
         if line.startswith("{") and json.loads(line).get("event") == "listening":
             return process, json.loads(line)["port"], lines
-    process.kill()
-    raise AssertionError("the server did not start")
 
 
-def stop_cli_server(process: subprocess.Popen, lines: "queue.Queue[str]") -> list[str]:
+def stop_cli_server(process: subprocess.Popen, lines: "queue.Queue[str | None]") -> list[str]:
+    """Stop the server; every stderr line it wrote, up to the end of its stderr."""
     process.send_signal(signal.SIGINT)
     process.wait(timeout=30)
-    time.sleep(0.1)
     out = []
-    while not lines.empty():
-        out.append(lines.get())
+    while (line := lines.get(timeout=30)) is not None:  # a hang guard
+        out.append(line)
     return out
 
 

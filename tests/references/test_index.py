@@ -9,12 +9,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.conftest import mmmg_data
 import soundfile as sf
 
 from mmverify.core.registry import UnknownIdError
 from mmverify.references import ReferenceIndex, scan
 
-ESC50_CSV = Path(__file__).resolve().parents[2].parent / "shared" / "mmmg" / "references" / "dataset.csv"
+def esc50_csv() -> Path:
+    """The published ESC-50 metadata, found (or, with CI=true, required) by the shared locator."""
+    return mmmg_data("references/dataset.csv")
 SR = 16_000
 CATEGORIES = {"dog": 300.0, "rain": 1200.0, "church bells": 700.0}
 
@@ -50,9 +54,7 @@ def sound(freq: float, seed: int, seconds: float = 0.5) -> np.ndarray:
 
 def real_esc50_rows(per_class: int = 4) -> list[dict[str, str]]:
     """Rows of the published ESC-50 metadata for a few categories."""
-    if not ESC50_CSV.is_file():
-        pytest.skip(f"ESC-50 metadata not found at {ESC50_CSV}")
-    with open(ESC50_CSV, newline="", encoding="utf-8") as handle:
+    with open(esc50_csv(), newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         header = reader.fieldnames
         rows = [row for row in reader if row["category"] in CATEGORIES]
@@ -70,7 +72,7 @@ def esc50(tmp_path) -> Path:
     (root / "audio").mkdir(parents=True)
     (root / "meta").mkdir()
     rows = real_esc50_rows()
-    with open(ESC50_CSV, newline="", encoding="utf-8") as handle:
+    with open(esc50_csv(), newline="", encoding="utf-8") as handle:
         header = next(csv.reader(handle))
     with open(root / "meta" / "esc50.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=header)
@@ -359,7 +361,7 @@ def test_mmmgs_own_esc50_copy_is_an_esc50_layout(tmp_path):
     """MMMG's datasets/ESC-50: dataset.csv beside audio/, categories spelled with spaces."""
     rows = real_esc50_rows()
     mmmg = tmp_path / "ESC-50"
-    with open(ESC50_CSV, newline="", encoding="utf-8") as handle:
+    with open(esc50_csv(), newline="", encoding="utf-8") as handle:
         header = next(csv.reader(handle))
     mmmg.mkdir()
     with open(mmmg / "dataset.csv", "w", newline="", encoding="utf-8") as handle:

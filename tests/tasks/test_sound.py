@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.conftest import mmmg_data
 import soundfile as sf
 
 from mmverify.api import score_items
@@ -24,7 +26,9 @@ from mmverify.verifiers.audio.segments import split_on_silence
 from tests.models.test_clap import build_tiny_clap
 
 SR = 22_050
-ESC50_CSV = Path(__file__).resolve().parents[2].parent / "shared" / "mmmg" / "references" / "dataset.csv"
+def esc50_csv() -> Path:
+    """The published ESC-50 metadata, found (or, with CI=true, required) by the shared locator."""
+    return mmmg_data("references/dataset.csv")
 OPENMIC_CLASSES = {
     "accordion", "banjo", "bass", "cello", "clarinet", "cymbals", "drums", "flute", "guitar", "mallet_percussion",
     "mandolin", "organ", "piano", "saxophone", "synthesizer", "trombone", "trumpet", "ukulele", "violin", "voice",
@@ -74,9 +78,7 @@ def refs(content: np.ndarray, copies: int = 10, unrelated: int = 2) -> list[np.n
 
 def esc50_tree(root: Path, classes: dict[str, list[np.ndarray]], underscores: bool = False) -> Path:
     """An ESC-50 release layout with the published metadata rows of ``classes`` and these clips."""
-    if not ESC50_CSV.is_file():
-        pytest.skip(f"ESC-50 metadata not found at {ESC50_CSV}")
-    with open(ESC50_CSV, newline="", encoding="utf-8") as handle:
+    with open(esc50_csv(), newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         header, rows = reader.fieldnames, list(reader)
     picked = []
@@ -152,9 +154,7 @@ def direct(task, data: dict, *paths: Path):
 
 # -- the annotation data ------------------------------------------------------------------------
 def test_every_published_class_is_a_reference_class(mmmg_instructions):
-    if not ESC50_CSV.is_file():
-        pytest.skip(f"ESC-50 metadata not found at {ESC50_CSV}")
-    with open(ESC50_CSV, newline="", encoding="utf-8") as handle:
+    with open(esc50_csv(), newline="", encoding="utf-8") as handle:
         categories = {row["category"] for row in csv.DictReader(handle)}
     for source, fields in ESC50_TASKS.items():
         named = [row[f] for row in instruction_rows(mmmg_instructions, source) for f in fields if row.get(f)]
