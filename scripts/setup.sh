@@ -35,4 +35,7 @@ quiet_pip --no-deps "openai-whisper==20250625"  # its triton dependency is CUDA-
 
 # 3. Make the registry's CUDA builds of torchvision/torchaudio importable (no-op on proper builds).
 .venv/bin/python -m mmverify.envfix
+# 4. Compile librosa's numba kernels once, here: two test processes compiling the same kernel at
+#    once can corrupt numba's on-disk cache (a later beat-tracking call then crashes).
+.venv/bin/python -c "import numpy as np, librosa; librosa.beat.beat_track(y=np.random.default_rng(0).standard_normal(44100).astype(np.float32), sr=22050)" >/dev/null
 echo "set-up complete: .venv/bin/mmverify is ready"

@@ -48,6 +48,54 @@ def test_librosa_click_tracks(bpm: int) -> None:
     assert np.sum(phase >= 0.05) <= 1
 
 
+def drum_track(bpm: float, seconds: float, sr: int = SR) -> np.ndarray:
+    """Kick on odd beats, snare on even beats, closed hi-hat on every beat (seeded noise)."""
+    rng = np.random.default_rng(int(bpm))
+    n = int(seconds * sr)
+    out = np.zeros(n)
+    t = np.arange(int(0.25 * sr)) / sr
+    kick = np.sin(2 * np.pi * (50 + 80 * np.exp(-t * 30)) * t) * np.exp(-t * 12)
+    snare = 0.5 * rng.normal(0, 1, t.size) * np.exp(-t * 25)
+    hat = 0.2 * rng.normal(0, 1, int(0.05 * sr)) * np.exp(-t[: int(0.05 * sr)] * 80)
+    for k, start in enumerate(np.arange(0.0, seconds, 60.0 / bpm)):
+        i = int(round(start * sr))
+        for sound in (kick if k % 2 == 0 else snare, hat):
+            end = min(n, i + sound.size)
+            out[i:end] += sound[: end - i]
+    return out.astype(np.float32)
+
+
+@pytest.mark.parametrize("kind", ["clicks", "drums"])
+def test_librosa_tempo_is_within_two_bpm_from_60_to_180(kind: str) -> None:
+    """The beat period fitted to the tracker's beats (the estimator it declares) is within 2 BPM of
+    the constructed tempo on 15 s tracks; the published count formula is not."""
+    from mmverify.verifiers.audio.tempo import bpm_from_beat_count, estimate_bpm
+
+    tracker = LibrosaBeatTracker()
+    errors, count_errors = {}, {}
+    for bpm in range(60, 181, 10):
+        audio = click_track(bpm, 15.0) if kind == "clicks" else drum_track(bpm, 15.0)
+        beats = tracker.beats(audio, SR)
+        errors[bpm] = abs(estimate_bpm(tracker.bpm_estimator, beats, 15.0) - bpm)
+        count_errors[bpm] = abs(bpm_from_beat_count(beats, 15.0) - bpm)
+    assert tracker.bpm_estimator == "intervals"
+    assert max(errors.values()) <= 2.0, errors
+    assert max(count_errors.values()) > 2.0, count_errors
+
+
+def test_refine_tempo_finds_the_autocorrelation_peak_between_frames() -> None:
+    from mmverify.models.beats import refine_tempo
+
+    frame_rate = 100.0
+    frames = np.arange(3000)
+    onsets = np.arange(0, 3000, 100 / 3.0)  # every 33.3 frames: 180 BPM
+    envelope = np.exp(-0.5 * ((frames[:, None] - onsets[None, :]) / 2.0) ** 2).sum(axis=1)
+    assert 60 * frame_rate / 33 - 180 > 1.5  # the nearest whole-frame lag is 1.8 BPM off
+    assert refine_tempo(envelope, frame_rate, 175.0) == pytest.approx(180.0, abs=0.3)
+    assert refine_tempo(envelope, frame_rate, 0.0) == 0.0
+    assert refine_tempo(np.ones(2), frame_rate, 120.0) == 120.0
+
+
 def test_librosa_is_rate_independent_and_deterministic() -> None:
     tracker = LibrosaBeatTracker()
     audio = click_track(120, seconds=10.0, sr=44100)

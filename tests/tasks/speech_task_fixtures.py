@@ -34,15 +34,20 @@ class _Fake:
 
 
 class ScriptedTranscriber(_Fake):
-    """Returns the given transcripts in order, one per clip, and records the languages asked for."""
+    """Returns the given transcripts in order, one per clip, and records the languages, duration
+    limits and clip lengths (samples) asked for."""
 
     def __init__(self, replies: Sequence[str]) -> None:
         self.replies = list(replies)
         self.languages: list[str | None] = []
+        self.max_seconds: list[float | None] = []
+        self.lengths: list[list[int]] = []
 
-    def transcribe(self, clips: Sequence[np.ndarray], language: str | None = None) -> list[str]:
+    def transcribe(self, clips: Sequence[np.ndarray], language: str | None = None, max_seconds: float | None = None) -> list[str]:
         assert all(clip.ndim == 1 for clip in clips)
         self.languages.append(language)
+        self.max_seconds.append(max_seconds)
+        self.lengths.append([clip.size for clip in clips])
         out, self.replies = self.replies[: len(clips)], self.replies[len(clips) :]
         assert len(out) == len(clips), "the test scripted fewer transcripts than clips"
         return out
@@ -118,7 +123,7 @@ def tiny_models(tmp_path_factory) -> str:
         from tests.models.test_whisper import build_tiny_hf_whisper
 
         root = tmp_path_factory.mktemp("tiny-speech-models")
-        build_tiny_hf_whisper(root / "whisper")
+        build_tiny_hf_whisper(root / "whisper", max_length=48)  # short gibberish keeps end-to-end runs quick
         build_tiny_gender(root / "gender")
         _BUILT["root"] = root
     pytest.importorskip("resemblyzer")

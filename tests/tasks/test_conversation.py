@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile as sf
 
 from mmverify.api import score_items
 from mmverify.tasks.conversation import Conversation
+from mmverify.verifiers.speech.text_metrics import english_normalizer_name
 from tests.conftest import espeak
 
 from .speech_task_fixtures import (  # noqa: F401  (fixtures)
@@ -121,7 +124,72 @@ def test_parameters_are_validated():
     for bad in ({"speaker_threshold": 1.5}, {"require_distinct_speakers": "yes"}, {"semantics": "fuzzy"}):
         with pytest.raises(ValueError):
             Conversation(**bad)
-    assert Conversation().params() == {"speaker_threshold": 0.93, "require_distinct_speakers": False, "semantics": "published"}
+    assert Conversation().params() == {
+        "speaker_threshold": 0.93, "require_distinct_speakers": False, "semantics": "published",
+        "transcription": {"force_language": True, "max_seconds": 30.0},
+    }  # fmt: skip
+    strict = Conversation.build("strict")
+    assert (strict.require_distinct_speakers, strict.semantics) == (True, "word")
+    assert strict.params()["transcription"] == {"force_language": False, "max_seconds": None}
+    with pytest.raises(ValueError):
+        Conversation(transcription=None)  # type: ignore[arg-type]
+
+
+def test_profiles_differ_in_the_distinct_speaker_check_and_the_transcription(tmp_path, monkeypatch, row, turn_clips):
+    """One voice for everyone: mmmg (published) passes it, strict does not; mmmg forces English on
+    the first 30 s, strict detects the language on whole clips."""
+    clips = _clips(turn_clips, row, **{f"t{t}": VOICES[0] for t in range(5)})
+    for profile, score, language, seconds in (("mmmg", 1.0, "en", 30.0), ("strict", 0.0, "detect", None)):
+        params = {**Conversation.profile_params(profile), "speaker_threshold": THRESHOLD}
+        transcriber = ScriptedTranscriber(TURNS)
+        use_models(monkeypatch, tmp_path / f"cache-{profile}", SPEECH, transcriber=transcriber)
+        check = score_direct(Conversation(**params), row, clips, "a_consistency_conversation")
+        assert check.score == score and check.components["distinct_speakers_ok"] == 0.0
+        assert transcriber.languages == [language] and transcriber.max_seconds == [seconds]
+
+
+class ScriptedSpeaker:
+    """Returns the given unit rows as the clips' speaker embeddings."""
+
+    sample_rate = 16_000
+    name = "scripted"
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = rows
+
+    def ensure_loaded(self) -> None:
+        pass
+
+    def embed(self, clips):  # type: ignore[no-untyped-def]
+        assert len(clips) == len(self.rows)
+        return self.rows
+
+
+@pytest.mark.skipif(english_normalizer_name() != "openai-whisper", reason="the reference needs openai-whisper's spelling map")
+@pytest.mark.parametrize("seed", range(12))
+def test_the_published_combination_on_random_conversations(tmp_path, monkeypatch, mmmg_instructions, seed):
+    """Random speaking orders, per-turn verdicts and voice similarities against the re-derived
+    published rule: mean of the per-turn checks x [every same-speaker pair > 0.93]."""
+    from mmverify.core.types import Instance
+    from mmverify.tasks.response import ResolvedPart, Response
+    from tests.reference import mmmg_audio as ref
+
+    rng = np.random.default_rng(seed)
+    order = [int(x) for x in rng.integers(0, 3, int(rng.integers(2, 6)))]
+    turns = sorted(rng.choice(len(order), int(rng.integers(1, len(order) + 1)), replace=False).tolist())
+    said = [str(rng.choice(["we agree on a compromise", "no way", "i disagree with you"])) for _ in order]
+    constraint = {str(t): ["keyword_include", "compromise"] for t in turns}
+    voices = rng.normal(size=(3, 16))
+    embeddings = np.array([voices[s] + (rng.normal(size=16) * (0.05 if rng.random() < 0.8 else 2.0)) for s in order])
+    embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
+    use_models(monkeypatch, tmp_path / "cache", NO_MODELS, transcriber=ScriptedTranscriber(said), speaker=ScriptedSpeaker(embeddings))
+    clip = tmp_path / "t.wav"
+    sf.write(clip, np.sin(np.arange(4000) / 10).astype(np.float32) * 0.2, 22050)
+    instance = Instance(id="conv", data={"order": order, "constraint": constraint}, source="a_consistency_conversation")
+    check = Conversation().score(instance, Response([ResolvedPart("audio", media=clip, label="t")] * len(order)))
+    expected_turns = [ref.constraints_hold(said[t], ["keyword_include", "compromise"]) for t in turns]
+    expected = ref.conversation_score(expected_turns, order, embeddings @ embeddings.T, len(order))
+    assert check.score == pytest.approx(expected, abs=1e-12)
 
 
 def test_runs_on_tiny_models_deterministically(tmp_path, monkeypatch, tiny_models, speech_instructions, row, turn_clips):

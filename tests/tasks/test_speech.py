@@ -19,7 +19,9 @@ from mmverify.models import hub
 from mmverify.tasks.speech import SpeechConstraint, SpeechImitate
 from mmverify.verifiers.speech import prosody
 from mmverify.verifiers.speech.text_metrics import normalize_chinese, normalize_english
+from mmverify.verifiers.speech.text_metrics import english_normalizer_name
 from tests.conftest import espeak
+from tests.reference import mmmg_audio as mmmg_reference
 
 from .speech_task_fixtures import (  # noqa: F401  (fixtures)
     NO_MODELS,
@@ -35,6 +37,9 @@ from .speech_task_fixtures import (  # noqa: F401  (fixtures)
     use_models,
 )
 
+needs_whisper_normalizer = pytest.mark.skipif(
+    english_normalizer_name() != "openai-whisper", reason="the published normaliser's spelling map ships with openai-whisper"
+)
 MALE = {"female": 0.1, "male": 0.9}
 FEMALE = {"female": 0.8, "male": 0.2}
 TIE = {"female": 0.5, "male": 0.5}
@@ -134,25 +139,52 @@ def test_attribute_pitch_band_follows_the_predicted_gender(tmp_path, monkeypatch
 # -- a_speech_chinese --------------------------------------------------------------------------------
 
 
-def test_chinese_uses_cer_the_chinese_transcriber_and_raw_character_rate(tmp_path, monkeypatch, mmmg_instructions):
+def _chinese_row6(tmp_path, mmmg_instructions):  # type: ignore[no-untyped-def]
     data = rows(mmmg_instructions, "a_speech_chinese")[6]
     assert (data["gender"], data["speed"]) == ("male", "low")
     clip = tmp_path / "zh.wav"
     espeak(data["text"], clip, voice="cmn", words_per_minute=160)  # ~150 characters a minute: "low"
-    reference = normalize_chinese(data["text"])
-    # one character substituted, and a space the published rate counts as a character
+    # one character substituted, and a space inserted before the first comma
     transcript = "他" + data["text"][1:10] + " " + data["text"][10:]
+    return data, clip, transcript
+
+
+@needs_whisper_normalizer
+def test_chinese_mmmg_uses_the_published_cer_and_character_rate(tmp_path, monkeypatch, mmmg_instructions):
+    """Published: both sides through the English normaliser, spaces dropped from the reference
+    only -- every punctuation mark and the inserted space count as errors -- and the rate counts
+    every character of the normalised transcript."""
+    data, clip, transcript = _chinese_row6(tmp_path, mmmg_instructions)
     zh = ScriptedTranscriber([transcript])
     use_models(monkeypatch, tmp_path / "cache", NO_MODELS, transcriber_zh=zh, gender=ScriptedGender([MALE]))
     [result] = score_items([item("a_speech_chinese", "a_speech_chinese/6", clip, base=tmp_path)], base_dir=tmp_path, instructions=mmmg_instructions)
-    assert zh.languages == ["zh"]
-    expected_accuracy = 1 - 1 / len(reference)
+    assert zh.languages == ["zh"] and zh.max_seconds == [30.0]
+    expected_accuracy = mmmg_reference.transcript_term(data["text"], transcript, "chinese")
+    # by hand: the final mark ends as a stripped trailing space, each inner mark becomes a space the
+    # reference lacks, and the inserted space sits next to the first comma, so the two merge
+    marks = sum(ch in "，。、；：！？" for ch in data["text"][:-1])
+    assert data["text"][10] == "，" and marks == 2
+    assert expected_accuracy == pytest.approx(1 - (1 + marks) / len(normalize_chinese(data["text"])))
     assert result["components"]["char_accuracy"] == pytest.approx(expected_accuracy)
-    assert result["evidence"]["rate_units"] == len(transcript) == len(data["text"]) + 1
+    normalised = mmmg_reference.whisper_normalizer()(transcript)
+    assert result["evidence"]["rate_units"] == len(normalised) and result["evidence"]["normalizer"] != "chinese"
     audio, _ = load_audio(clip, SR)
-    assert result["components"]["rate"] == pytest.approx(prosody.speaking_rate(len(transcript), audio, SR))
+    assert result["components"]["rate"] == pytest.approx(mmmg_reference.speaking_rate(normalised, audio, "chinese"))
     assert result["components"]["rate"] < 232 and result["components"]["speed_score"] == 1.0
     assert result["score"] == pytest.approx(expected_accuracy)
+
+
+def test_chinese_strict_compares_characters_only(tmp_path, monkeypatch, mmmg_instructions):
+    data, clip, transcript = _chinese_row6(tmp_path, mmmg_instructions)
+    zh = ScriptedTranscriber([transcript])
+    use_models(monkeypatch, tmp_path / "cache", NO_MODELS, transcriber_zh=zh, gender=ScriptedGender([MALE]))
+    [result] = score_items([item("a_speech_chinese", "a_speech_chinese/6", clip, base=tmp_path)], base_dir=tmp_path,
+                           instructions=mmmg_instructions, profile="strict")  # fmt: skip
+    assert zh.languages == ["detect"] and zh.max_seconds == [None]
+    characters = len(normalize_chinese(data["text"]))
+    assert result["components"]["char_accuracy"] == pytest.approx(1 - 1 / characters)  # the substitution only
+    assert result["evidence"]["rate_units"] == characters and result["evidence"]["normalizer"] == "chinese"
+    assert result["verifier"].endswith(":strict")
 
 
 # -- a_speech_imitate --------------------------------------------------------------------------------
@@ -266,33 +298,119 @@ def test_retrieve_is_word_accuracy_against_the_passage(tmp_path, monkeypatch, mm
 
 SINGLE_CLIP_TASKS = ["a_speech_attribute", "a_speech_chinese", "a_speech_imitate", "a_speech_constraint",
                      "a_speech_modify", "a_speech_translate", "a_speech_retrieve"]  # fmt: skip
+CONSTRAINT_TASKS = {"a_speech_constraint", "a_speech_modify"}
+
+
+def _no_clip_and_two_clips(task: str, clip) -> list[dict]:  # type: ignore[no-untyped-def]
+    return [{"task": task, "instance_id": f"{task}/0", "parts": [{"type": "text", "text": "no audio"}]}, item(task, f"{task}/0", clip, clip, base=clip.parent)]
 
 
 def test_single_clip_tasks_score_zero_without_exactly_one_clip(tmp_path, monkeypatch, speech_instructions):
+    """Every profile, every task but the constraint tasks under mmmg (next test)."""
     use_models(monkeypatch, tmp_path / "cache", NO_MODELS)  # faults are decided before any model runs
     clip = tone(tmp_path / "a.wav")
+    for profile in ("mmmg", "strict"):
+        tasks = [t for t in SINGLE_CLIP_TASKS if profile == "strict" or t not in CONSTRAINT_TASKS]
+        items = [row for task in tasks for row in _no_clip_and_two_clips(task, clip)]
+        results = score_items(items, base_dir=tmp_path, instructions=speech_instructions, profile=profile)
+        assert [(r["status"], r["score"], r["reason"]) for r in results] == [("scored", 0.0, "no_audio"), ("scored", 0.0, "wrong_audio_count")] * len(tasks)
+        assert [r["passed"] for r in results] == [False if r["task"] in CONSTRAINT_TASKS else None for r in results]
+
+
+def test_constraint_tasks_check_an_empty_transcript_without_exactly_one_clip_under_mmmg(tmp_path, monkeypatch, mmmg_instructions):
+    """Published: no clip (or two) means an empty transcript, which passes exclusions and "<" word
+    counts.  Row 1 excludes NASA and Mars; row 3 asks for fewer than 20 words; row 0 includes words;
+    row 4 asks for a start phrase.  strict scores every such response 0."""
+    use_models(monkeypatch, tmp_path / "cache", NO_MODELS)  # no model is asked for an empty transcript
+    clip = tone(tmp_path / "a.wav")
+    data = rows(mmmg_instructions, "a_speech_constraint")
+    assert data[1]["constraint"][0] == "keyword_exclude" and data[3]["constraint"] == ["length_word", "< 20"]
+    assert data[0]["constraint"][0] == "keyword_include" and data[4]["constraint"][0] == "start"
     items = []
-    for task in SINGLE_CLIP_TASKS:
-        items.append({"task": task, "instance_id": f"{task}/0", "parts": [{"type": "text", "text": "no audio"}]})
-        items.append(item(task, f"{task}/0", clip, clip, base=tmp_path))
-    results = score_items(items, base_dir=tmp_path, instructions=speech_instructions)
-    assert [(r["status"], r["score"], r["reason"]) for r in results] == [("scored", 0.0, "no_audio"), ("scored", 0.0, "wrong_audio_count")] * len(SINGLE_CLIP_TASKS)
-    binary = {"a_speech_constraint", "a_speech_modify"}
-    assert [r["passed"] for r in results] == [False if r["task"] in binary else None for r in results]
+    for index in (1, 3, 0, 4):
+        items += [{"task": "a_speech_constraint", "instance_id": f"a_speech_constraint/{index}", "parts": [{"type": "text", "text": "-"}]},
+                  item("a_speech_constraint", f"a_speech_constraint/{index}", clip, clip, base=tmp_path)]  # fmt: skip
+    published = score_items(items, base_dir=tmp_path, instructions=mmmg_instructions)
+    assert [r["score"] for r in published] == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0], [r["evidence"] for r in published]
+    assert [r["passed"] for r in published] == [True] * 4 + [False] * 4
+    assert all(r["reason"] is None and r["evidence"]["transcript"] == "" for r in published)
+    assert [r["evidence"]["audio_count"] for r in published] == [0, 2] * 4
+    strict = score_items(items, base_dir=tmp_path, instructions=mmmg_instructions, profile="strict")
+    assert [(r["score"], r["reason"]) for r in strict] == [(0.0, "no_audio"), (0.0, "wrong_audio_count")] * 4
 
 
 def test_every_published_row_parses(tmp_path, monkeypatch, speech_instructions):
     """Annotations are read before the response is checked, so a text-only response to every published
-    row scores 0 with no_audio -- and an annotation the task cannot read would be an error row."""
+    row scores 0 with no_audio under strict -- and an annotation the task cannot read would be an
+    error row."""
     use_models(monkeypatch, tmp_path / "cache", NO_MODELS)
     items = [
         {"task": task, "instance_id": f"{task}/{i}", "parts": [{"type": "text", "text": "-"}]}
         for task in (*SINGLE_CLIP_TASKS, "a_consistency_conversation")
         for i in range(len(rows(speech_instructions, task)))
     ]
-    results = score_items(items, base_dir=tmp_path, instructions=speech_instructions)
+    results = score_items(items, base_dir=tmp_path, instructions=speech_instructions, profile="strict")
     assert len(results) == 200  # 20 rows per file, 40 for translate and retrieve
     assert {(r["status"], r["reason"]) for r in results} == {("scored", "no_audio")}, [r["error"] for r in results if r["error"]]
+
+
+# -- transcription policy per profile ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile, language, max_seconds", [("mmmg", "en", 30.0), ("strict", "detect", None)])
+def test_english_tasks_force_english_and_30_s_only_under_mmmg(tmp_path, monkeypatch, speech_instructions, profile, language, max_seconds):
+    clip = tone(tmp_path / "long.wav", seconds=35.0)
+    tasks = ["a_speech_constraint", "a_speech_modify", "a_speech_translate", "a_speech_retrieve"]
+    transcriber = ScriptedTranscriber(["hello"] * len(tasks))
+    use_models(monkeypatch, tmp_path / "cache", NO_MODELS, transcriber=transcriber)
+    items = [item(task, f"{task}/0", clip, base=tmp_path) for task in tasks]
+    results = score_items(items, base_dir=tmp_path, instructions=speech_instructions, profile=profile)
+    assert all(r["status"] == "scored" for r in results), [r["error"] for r in results]
+    assert transcriber.languages == [language] * len(items) and transcriber.max_seconds == [max_seconds] * len(items)
+    assert transcriber.lengths[0] == [35 * 16_000]  # the whole clip goes to the backend, which applies the limit
+
+
+def test_translate_under_mmmg_rewards_repeating_the_source_speech(tmp_path, monkeypatch, mmmg_instructions):
+    """A response that repeats the Japanese input: forced to English, Whisper translates it (the stand-in
+    answers with the English reference when English is forced), so the published rule scores it as a
+    perfect translation; strict lets Whisper detect Japanese and scores the Japanese transcript."""
+    reference = rows(mmmg_instructions, "a_speech_translate")[0]["text"]
+
+    class LikeWhisper(ScriptedTranscriber):
+        def transcribe(self, clips, language=None, max_seconds=None):  # type: ignore[no-untyped-def]
+            self.languages.append(language)
+            return [reference if language == "en" else "外務省で日本社会への外国人受け入れについての議論が続いている"] * len(clips)
+
+    clip = tone(tmp_path / "a.wav")
+    scores = {}
+    for profile in ("mmmg", "strict"):
+        use_models(monkeypatch, tmp_path / f"cache-{profile}", NO_MODELS, transcriber=LikeWhisper([]))
+        [row] = score_items([item("a_speech_translate", "a_speech_translate/0", clip, base=tmp_path)], base_dir=tmp_path,
+                            instructions=mmmg_instructions, profile=profile)  # fmt: skip
+        scores[profile] = row["score"]
+    assert scores["mmmg"] == pytest.approx(1.0) and scores["strict"] < 0.05
+
+
+def test_profile_parameters_per_task():
+    from mmverify.models.whisper import DETECT
+    from mmverify.tasks import speech
+    from mmverify.tasks.speech import PUBLISHED_TRANSCRIPTION, STRICT_TRANSCRIPTION, SpeechChinese
+
+    assert speech.DETECT == DETECT  # the task layer spells the backends' detection argument itself
+
+    chinese = SpeechChinese.build("mmmg")
+    assert chinese.transcription == PUBLISHED_TRANSCRIPTION and chinese.normalization == "published"
+    assert (chinese.pitch_align, chinese.guard_silence) == ("published", False)
+    strict = SpeechChinese.build("strict")
+    assert strict.transcription == STRICT_TRANSCRIPTION and strict.normalization == "chinese"
+    assert (strict.pitch_align, strict.guard_silence) == ("interpolate", True)
+    constraint = SpeechConstraint.build("strict")
+    assert (constraint.semantics, constraint.empty_without_clip) == ("word", False)
+    assert SpeechConstraint.build("mmmg").params()["transcription"] == {"force_language": True, "max_seconds": 30.0}
+    with pytest.raises(ValueError):
+        SpeechChinese(normalization="pinyin")
+    with pytest.raises(ValueError):
+        SpeechConstraint(transcription="english")  # type: ignore[arg-type]
 
 
 def test_missing_models_are_model_unavailable_errors(tmp_path, monkeypatch, mmmg_instructions):
@@ -314,7 +432,7 @@ def test_missing_models_are_model_unavailable_errors(tmp_path, monkeypatch, mmmg
 def test_direct_callers_see_the_fault_as_an_exception(tmp_path):
     """The pipeline turns the fault into a 0 with a reason; a direct caller gets the exception."""
     with pytest.raises(GenerationFault) as info:
-        score_direct(SpeechConstraint(), {"constraint": ["start", "hello"]}, [], "a_speech_constraint")
+        score_direct(SpeechConstraint(empty_without_clip=False), {"constraint": ["start", "hello"]}, [], "a_speech_constraint")
     assert info.value.reason == "no_audio"
 
 
@@ -335,3 +453,7 @@ def test_every_speech_task_runs_on_tiny_models_deterministically(tmp_path, monke
     assert all(0.0 <= r["score"] <= 1.0 and isinstance(r["evidence"]["transcript"], str) for r in first)
     assert first == second
     assert hub.get_hub().backend("transcriber").name == "whisper-hf"
+    detected = [i for i in items if i["task"] in ("a_speech_chinese", "a_speech_retrieve")]  # both transcribers
+    strict = score_items(detected, base_dir=tmp_path, instructions=speech_instructions, profile="strict")
+    assert [r["status"] for r in strict] == ["scored"] * 2, [r["error"] for r in strict]
+    assert all(r["verifier"].endswith("@2:strict") for r in strict)

@@ -1,7 +1,8 @@
 """Beat trackers: beat_this (the MMMG tracker) and librosa's dynamic-programming tracker.
 
 Both return beat times in seconds as a sorted ``float64`` array; ``name`` says which tracker produced
-them, so a task can record it in its evidence.
+them, so a task can record it in its evidence, and ``bpm_estimator`` which tempo estimator suits the
+tracker's beats (see :mod:`mmverify.verifiers.audio.tempo`).
 
 beat_this sources: a checkpoint *name* (``final0``, the paper's, or another published one such as
 ``small0``) resolves to ``<cache_dir>/beat_this/<name>.ckpt``, which ``mmverify models fetch beat-this``
@@ -50,6 +51,7 @@ class BeatThisTracker(Backend):
 
     name: ClassVar[str] = "beat-this"
     capability: ClassVar[str] = "beat_tracker"
+    bpm_estimator: ClassVar[str] = "count"  # the published BPM formula was used with this tracker
     default_source: ClassVar[str | None] = "final0"
     packages: ClassVar[tuple[str, ...]] = ("beat_this",)
 
@@ -124,26 +126,61 @@ class BeatThisTracker(Backend):
         return _beat_times(beat_times)
 
 
-class LibrosaBeatTracker(Backend):
-    """librosa's dynamic-programming tracker (Ellis, 2007) with fixed parameters; needs no weights.
+def refine_tempo(envelope: np.ndarray, frame_rate: float, bpm: float, spread: float = 0.06) -> float:
+    """``bpm`` refined on the onset envelope's autocorrelation: the highest autocorrelation lag
+    within ``spread`` (relative) of the lag of ``bpm``, located between frames by a parabola through
+    the peak and its neighbours.  Returns ``bpm`` unchanged when no interior peak is found."""
+    signal = np.asarray(envelope, dtype=np.float64)
+    signal = signal - signal.mean()
+    n = signal.size
+    if n < 4 or not bpm > 0:
+        return float(bpm)
+    power = np.abs(np.fft.rfft(signal, 2 * n)) ** 2
+    autocorrelation = np.fft.irfft(power)[:n]
+    lag = 60.0 * frame_rate / bpm
+    low = max(1, int(np.floor(lag * (1.0 - spread))))
+    high = min(n - 2, int(np.ceil(lag * (1.0 + spread))))
+    if high <= low:
+        return float(bpm)
+    peak = low + int(np.argmax(autocorrelation[low : high + 1]))
+    left, centre, right = autocorrelation[peak - 1 : peak + 2]
+    curvature = left - 2.0 * centre + right
+    offset = 0.5 * (left - right) / curvature if curvature < 0 else 0.0
+    return float(60.0 * frame_rate / (peak + offset))
 
-    Audio is resampled to 22050 Hz first so results do not depend on the input rate.  Parameters
-    (librosa's defaults except the hop): ``hop_length=256`` (11.6 ms frames; with librosa's default 512
-    the tracker's whole-frame beat period is off by 2-2.5 % at 120-140 BPM, with 256 by < 1.5 % over
-    60-150 BPM), ``start_bpm=120`` (tempo prior), ``tightness=100``, ``trim=True`` (weak edge beats
-    are dropped: a clip that starts exactly on a beat loses that first beat, whereas ``trim=False``
-    adds beats in leading silence and past the last onset).  Like any autocorrelation tempo estimate it
-    can pick half the tempo above ~170 BPM.
+
+class LibrosaBeatTracker(Backend):
+    """librosa's dynamic-programming beat tracker (Ellis, 2007) with a finer tempo; needs no weights.
+
+    Audio is resampled to 22050 Hz first so results do not depend on the input rate.  Steps:
+
+    1. Tempo: librosa's tempogram estimate on onset frames of ``tempo_hop_length=256`` samples, with
+       the tempo prior centred at ``start_bpm=150``.  An autocorrelation is about as strong at twice
+       the beat period as at the period itself; with librosa's default centre (120) a 170-180 BPM
+       track is read at half its tempo, while 150 lies nearer every tempo from 60 to 180 BPM than
+       to its half or double.
+    2. The tempo is refined on the autocorrelation of a finer onset envelope (``hop_length=64``,
+       2.9 ms frames), see :func:`refine_tempo`: the tempogram's whole-frame lags alone leave the
+       beat period up to 1.7 % off at 150-180 BPM.
+    3. Beats: librosa's dynamic programme on the fine envelope at the refined tempo
+       (``tightness=100``, ``trim=True``: librosa's defaults, weak edge beats are dropped).  It spaces
+       beats by whole frames, which at 2.9 ms costs under 0.5 % of the period up to 180 BPM.
+
+    Because edge beats may be dropped, beats x 60 / duration under-counts this tracker's tempo;
+    ``bpm_estimator`` names the estimator that suits it: the beat period (``"intervals"``).  On
+    synthetic click and drum tracks of 10-60 s at 60-180 BPM the fitted beat period is within
+    0.5 BPM of the truth.
     """
 
     name: ClassVar[str] = "librosa-beats"
     capability: ClassVar[str] = "beat_tracker"
+    bpm_estimator: ClassVar[str] = "intervals"
     default_source: ClassVar[str | None] = None
     packages: ClassVar[tuple[str, ...]] = ("librosa",)
 
     SAMPLE_RATE: ClassVar[int] = 22050
     PARAMS: ClassVar[Mapping[str, Any]] = MappingProxyType(
-        {"hop_length": 256, "start_bpm": 120.0, "tightness": 100.0, "trim": True}
+        {"hop_length": 64, "tempo_hop_length": 256, "start_bpm": 150.0, "refine_spread": 0.06, "tightness": 100.0, "trim": True}
     )
 
     def local_path(self, allow_download: bool = False) -> Path:
@@ -180,7 +217,18 @@ class LibrosaBeatTracker(Backend):
         self.ensure_loaded()
         signal = validate_waveform(audio, allow_empty=True, sample_rate=sample_rate)
         signal = resample(signal, int(sample_rate), self.SAMPLE_RATE)
-        if signal.size < self.PARAMS["hop_length"] * 2 or not np.any(signal):
+        params = self.PARAMS
+        if signal.size < params["tempo_hop_length"] * 2 or not np.any(signal):
             return np.zeros(0, dtype=np.float64)
-        _tempo, beat_times = librosa.beat.beat_track(y=signal, sr=self.SAMPLE_RATE, units="time", **self.PARAMS)
+        sr = self.SAMPLE_RATE
+        coarse = librosa.onset.onset_strength(y=signal, sr=sr, hop_length=params["tempo_hop_length"])
+        tempo = float(librosa.feature.tempo(onset_envelope=coarse, sr=sr, hop_length=params["tempo_hop_length"], start_bpm=params["start_bpm"])[0])
+        if not (np.isfinite(tempo) and tempo > 0):
+            return np.zeros(0, dtype=np.float64)
+        envelope = librosa.onset.onset_strength(y=signal, sr=sr, hop_length=params["hop_length"])
+        bpm = refine_tempo(envelope, sr / params["hop_length"], tempo, params["refine_spread"])
+        _tempo, beat_times = librosa.beat.beat_track(
+            onset_envelope=envelope, sr=sr, hop_length=params["hop_length"], bpm=bpm,
+            tightness=params["tightness"], trim=params["trim"], units="time",
+        )  # fmt: skip
         return _beat_times(beat_times)

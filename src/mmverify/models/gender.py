@@ -1,5 +1,10 @@
 """Speaker gender from a wav2vec2 sequence classifier, as in MMMG: the first 5 s at 16 kHz.
 
+The classifier sees exactly ``window_seconds`` of audio, as published: longer clips are cut to their
+first 5 s and shorter ones are zero-padded to 5 s *before* the feature extractor, so its
+zero-mean/unit-variance normalisation and the model's attention cover the padding too (the input a
+short clip gets is not the one it would get unpadded).
+
 ``classify`` returns one ``{label: probability}`` dict per clip, labels taken from the checkpoint's
 ``id2label`` ("female"/"male" in any letter case are normalised to lower case).  A silent clip
 (peak below -80 dBFS) gets a uniform distribution: there is no voice to classify.
@@ -51,10 +56,13 @@ class Wav2Vec2Gender(ClipBackend):
         self._min_samples = conv_min_samples(config.conv_kernel, config.conv_stride, 1)
 
     def _cache_params(self) -> dict[str, Any]:
-        return {**super()._cache_params(), "window_s": self.window_seconds}
+        return {**super()._cache_params(), "window_s": self.window_seconds, "window": "zero-padded"}
 
     def _window(self, clip: np.ndarray) -> np.ndarray:
-        return validate_waveform(clip)[: int(self.window_seconds * self.sample_rate)]
+        """The first ``window_seconds`` of the clip, zero-padded to exactly that length."""
+        size = int(self.window_seconds * self.sample_rate)
+        head = validate_waveform(clip)[:size]
+        return np.pad(head, (0, size - head.size)) if head.size < size else head
 
     def _compute(self, clips: list[np.ndarray]) -> list[np.ndarray]:
         torch = self._torch

@@ -9,9 +9,17 @@ quietest 20 ms frame of the last 5 s before the 30 s mark, so words are rarely c
 transcripts are joined with a space.  Pieces are decoded as ordinary short-form inputs, so a clip
 costs exactly ``ceil``-many decoder passes and can never loop.
 
+Language: ``transcribe(language=...)`` forces a language (``"en"``, ``"english"``, ``"zh"`` ...);
+``None`` uses the backend's default (forced Chinese for the Chinese fine-tune, detection otherwise)
+and :data:`DETECT` asks for detection whatever the default.  Forcing English makes Whisper translate
+speech in another language, so a forced-English transcript cannot tell which language was spoken.
+
+Duration: ``max_seconds`` transcribes only the clip's first seconds (the published evaluator saw the
+first 30 s, the single window Whisper's feature extractor keeps); ``None`` transcribes everything.
+
 An empty clip transcribes to ``""`` without running the model.  Transcripts can be cached in an
-:class:`~mmverify.models.cache.OutputCache` keyed by checkpoint fingerprint, language, decoding
-settings and the clip's content hash.
+:class:`~mmverify.models.cache.OutputCache` keyed by checkpoint fingerprint, language, duration
+limit, decoding settings and the clip's content hash.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ SEARCH_SECONDS = 5.0
 _FRAME = 320  # 20 ms at 16 kHz
 # Part of every cache key: bump when chunking or decoding semantics change.
 DECODE_POLICY = "greedy-t0/quiet-cut-30s/1"
+DETECT = "detect"  # language argument: let Whisper detect the language even where a default is forced
 
 
 def split_long_clip(
@@ -67,8 +76,9 @@ def split_long_clip(
 
 
 def _language_code(language: str | None, languages: dict[str, str], to_code: dict[str, str]) -> str | None:
-    """``"English"``/``"en"``/``"<|en|>"`` -> ``"en"`` using Whisper's language tables."""
-    if language is None:
+    """``"English"``/``"en"``/``"<|en|>"`` -> ``"en"`` using Whisper's language tables; ``None`` or
+    :data:`DETECT` -> ``None`` (detected)."""
+    if language is None or language == DETECT:
         return None
     key = language.strip().lower().removeprefix("<|").removesuffix("|>")
     if key in languages:
@@ -101,13 +111,21 @@ class _WhisperBase(Backend):
     def _language_tables(self) -> tuple[dict[str, str], dict[str, str]]:
         raise NotImplementedError
 
-    def transcribe(self, clips: Sequence[np.ndarray], language: str | None = None) -> list[str]:
-        """One transcript per clip; ``language`` (``"english"``, ``"en"``, ``"zh"`` ...) is forced
-        when given, otherwise the backend's default (``None`` lets Whisper detect it)."""
+    def transcribe(
+        self, clips: Sequence[np.ndarray], language: str | None = None, max_seconds: float | None = None
+    ) -> list[str]:
+        """One transcript per clip.  ``language`` (``"english"``, ``"en"``, ``"zh"`` ...) is forced
+        when given, :data:`DETECT` lets Whisper detect it, ``None`` uses the backend's default;
+        ``max_seconds`` limits each clip to its first seconds (``None``: the whole clip)."""
+        if max_seconds is not None and (isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) or not max_seconds > 0):
+            raise ValueError(f"max_seconds must be positive or None, got {max_seconds!r}")
         arrays = [validate_waveform(clip, allow_empty=True) for clip in clips]
         if not arrays:
             return []
-        code = _language_code(language or self.default_language, *self._language_tables())
+        if max_seconds is not None:
+            limit = int(round(float(max_seconds) * self.sample_rate))
+            arrays = [array[:limit] for array in arrays]
+        code = _language_code(self.default_language if language is None else language, *self._language_tables())
         self.ensure_loaded()
         texts: list[str | None] = [None] * len(arrays)
         keys: list[str | None] = [None] * len(arrays)
@@ -119,7 +137,8 @@ class _WhisperBase(Backend):
             if self.cache is not None:
                 keys[i] = OutputCache.key(
                     self.fingerprint, "transcript", array_digest(array),
-                    language=code, policy=DECODE_POLICY, max_new_tokens=self.max_new_tokens, **self._key_params(),
+                    language=code, policy=DECODE_POLICY, max_new_tokens=self.max_new_tokens,
+                    max_seconds=None if max_seconds is None else float(max_seconds), **self._key_params(),
                 )
                 texts[i] = self.cache.get_text(keys[i])
             if texts[i] is None:
@@ -230,7 +249,8 @@ class HFWhisper(_WhisperBase):
 
 
 class HFWhisperChinese(HFWhisper):
-    """The Chinese fine-tune MMMG used for ``a_speech_chinese``; forces Chinese unless told otherwise."""
+    """The Chinese fine-tune MMMG used for ``a_speech_chinese``; forces Chinese unless told otherwise
+    (``language=DETECT`` detects)."""
 
     name = "whisper-hf-zh"
     capability = "transcriber_zh"

@@ -1,12 +1,15 @@
 """a_consistency_conversation: one clip per turn, per-turn transcript constraints, consistent voices.
 
-Version 1 (published): the number of clips must equal ``len(order)``; score = mean over the
-constrained turns of their constraint check x the product over every pair of turns by the same
-speaker id of [speaker cosine > 0.93].
+Published rule (``mmmg``): the number of clips must equal ``len(order)``; every clip is transcribed
+with English forced, first 30 s (see :mod:`mmverify.tasks.speech`); score = mean over the constrained
+turns of their constraint check x the product over every pair of turns by the same speaker id of
+[speaker cosine > 0.93].
 
 ``distinct_speakers_ok`` is an addition the published check lacks: every pair of turns by
 *different* speaker ids must have cosine <= the threshold (otherwise one voice reading every part
 passes).  It is always reported; it changes the score only with ``require_distinct_speakers=True``.
+``strict`` sets it, detects the language, transcribes whole clips and matches keywords at word
+boundaries.  Version 2: the transcription policy became part of the profile.
 """
 
 from __future__ import annotations
@@ -21,34 +24,54 @@ from ..verifiers.text import parse_mmmg_turn_constraints
 from .base import Task, require_field
 from .response import Response
 from .speech import (
+    PUBLISHED_TRANSCRIPTION,
     SAMPLE_RATE,
     SPEAKER_THRESHOLD,
+    Transcription,
     check_constraints,
     speaker_similarities,
     transcribe,
     transcript_evidence,
+    transcription_for,
     validate_semantics,
     validate_threshold,
+    validate_transcription,
 )
 
 
 class Conversation(Task):
     id = "a_consistency_conversation"
+    version = 2
 
     def __init__(
-        self, speaker_threshold: float = SPEAKER_THRESHOLD, require_distinct_speakers: bool = False, semantics: str = "published"
+        self,
+        speaker_threshold: float = SPEAKER_THRESHOLD,
+        require_distinct_speakers: bool = False,
+        semantics: str = "published",
+        transcription: Transcription = PUBLISHED_TRANSCRIPTION,
     ) -> None:
         self.speaker_threshold = validate_threshold(speaker_threshold)
         if not isinstance(require_distinct_speakers, bool):
             raise ValueError("require_distinct_speakers must be a bool")
         self.require_distinct_speakers = require_distinct_speakers
         self.semantics = validate_semantics(semantics)
+        self.transcription = validate_transcription(transcription)
+
+    @classmethod
+    def profile_params(cls, profile: str) -> Mapping[str, Any]:
+        strict = profile == "strict"
+        return {
+            "require_distinct_speakers": strict,
+            "semantics": "word" if strict else "published",
+            "transcription": transcription_for(profile),
+        }
 
     def params(self) -> Mapping[str, Any]:
         return {
             "speaker_threshold": self.speaker_threshold,
             "require_distinct_speakers": self.require_distinct_speakers,
             "semantics": self.semantics,
+            "transcription": self.transcription.as_params(),
         }
 
     def score(self, instance: Instance, response: Response) -> Check:
@@ -72,7 +95,7 @@ class Conversation(Task):
                 audio_count=count, expected=len(order),
             )  # fmt: skip
         clips = [audio for audio, _ in response.audios(SAMPLE_RATE)]
-        transcripts = transcribe(clips, SAMPLE_RATE)
+        transcripts = transcribe(clips, SAMPLE_RATE, "en", self.transcription)
 
         components: dict[str, float] = {}
         turn_evidence = []

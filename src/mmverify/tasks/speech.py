@@ -4,15 +4,22 @@ checks (gender, pitch, speaking rate, speaker similarity).
 Shared by every task here and by the conversation task: clips are decoded at the published analysis
 rate (22050 Hz; pitch and speaking rate run on that), and each model gets them resampled to its own
 rate (16 kHz).  Transcripts are Whisper's (``transcriber``; ``transcriber_zh`` for Chinese) and are
-compared after Whisper's English normaliser (``normalize_chinese`` for Chinese) on both sides.
+compared after Whisper's English normaliser on both sides.
 
-English transcripts are decoded without forcing a language: forcing English makes Whisper translate
-non-English speech, which would reward a clip that says the right thing in the wrong language.
+How Whisper is run is a :class:`Transcription` policy, chosen by the profile:
+
+* ``mmmg`` (published): the language is forced -- English for the English tasks, Chinese for
+  a_speech_chinese -- and only the first 30 s of a clip are transcribed.
+* ``strict``: Whisper detects the language and transcribes the whole clip.  Forcing English makes
+  Whisper *translate* speech in another language, so a clip that says the right words in the wrong
+  language passes; in a_speech_translate in particular, a model that merely repeats the source-language
+  speech gets that speech translated into English by Whisper and scores as a translation.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -27,6 +34,7 @@ from ..verifiers.speech.text_metrics import (
     english_normalizer_name,
     normalize_chinese,
     normalize_english,
+    published_char_accuracy,
     word_accuracy,
 )
 from ..verifiers.text import evaluate, parse_mmmg_constraint
@@ -38,6 +46,31 @@ from .response import Response
 SAMPLE_RATE = PUBLISHED_SAMPLE_RATE
 SPEAKER_THRESHOLD = 0.93  # published: WavLM-SV cosine must exceed it for "same speaker"
 GENDERS = ("female", "male")
+DETECT = "detect"  # the Whisper backends' language argument for detection (models.whisper.DETECT)
+
+
+@dataclass(frozen=True)
+class Transcription:
+    """How Whisper is run: with the task's language forced or detected, on the first ``max_seconds``
+    of the clip or (``None``) on all of it."""
+
+    force_language: bool = True
+    max_seconds: float | None = 30.0
+
+    def __post_init__(self) -> None:
+        if self.max_seconds is not None and not self.max_seconds > 0:
+            raise ValueError("max_seconds must be positive or None")
+
+    def as_params(self) -> dict[str, Any]:
+        return {"force_language": self.force_language, "max_seconds": self.max_seconds}
+
+
+PUBLISHED_TRANSCRIPTION = Transcription(force_language=True, max_seconds=30.0)
+STRICT_TRANSCRIPTION = Transcription(force_language=False, max_seconds=None)
+
+
+def transcription_for(profile: str) -> Transcription:
+    return STRICT_TRANSCRIPTION if profile == "strict" else PUBLISHED_TRANSCRIPTION
 
 
 # -- shared steps ---------------------------------------------------------------------------------------
@@ -49,18 +82,22 @@ def _hub() -> Any:
     return get_hub()
 
 
-def transcribe(clips: Sequence[np.ndarray], rate: int, language: str = "en") -> list[str]:
-    """Whisper transcripts of ``clips`` (sampled at ``rate``), one per clip, in order."""
+def transcribe(
+    clips: Sequence[np.ndarray], rate: int, language: str = "en", policy: Transcription = PUBLISHED_TRANSCRIPTION
+) -> list[str]:
+    """Whisper transcripts of ``clips`` (sampled at ``rate``), one per clip, in order: the task's
+    ``language`` ("en" or "zh") forced or detected and the clip limited as ``policy`` says."""
     if language not in ("en", "zh"):
         raise ValueError(f"language must be 'en' or 'zh', got {language!r}")
     backend = _hub().backend("transcriber_zh" if language == "zh" else "transcriber")
     inputs = [resample(clip, rate, backend.sample_rate) for clip in clips]
-    return backend.transcribe(inputs, language="zh" if language == "zh" else None)
+    return backend.transcribe(inputs, language=language if policy.force_language else DETECT, max_seconds=policy.max_seconds)
 
 
-def transcript_evidence(transcript: str, language: str = "en") -> dict[str, Any]:
-    """What a row shows about the transcript: raw, normalised, and which normaliser was used."""
-    if language == "zh":
+def transcript_evidence(transcript: str, normalizer: str = "english") -> dict[str, Any]:
+    """What a row shows about the transcript: raw, normalised, and which normaliser was used
+    (``"english"``: Whisper's English normaliser; ``"chinese"``: :func:`normalize_chinese`)."""
+    if normalizer == "chinese":
         return {"transcript": transcript, "normalized_transcript": normalize_chinese(transcript), "normalizer": "chinese"}
     return {
         "transcript": transcript,
@@ -96,6 +133,12 @@ def parse_constraints(instance: Instance, spec: Any, semantics: str) -> list[Mmm
         raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: constraint: {exc}") from None
 
 
+def validate_transcription(value: Transcription) -> Transcription:
+    if not isinstance(value, Transcription):
+        raise ValueError(f"transcription must be a Transcription, got {value!r}")
+    return value
+
+
 def check_constraints(transcript: str, checkers: Sequence[MmmgChecker]) -> Check:
     # The published checks have no "empty response fails" rule: an empty transcript passes an exclusion.
     return evaluate(transcript, checkers, "strict", require_nonempty=False)
@@ -121,15 +164,29 @@ def _level(instance: Instance, name: str) -> str | None:
 
 
 class SpeechTask(Task):
-    """One generated clip, transcribed."""
+    """One generated clip, transcribed with the profile's :class:`Transcription` policy.
 
+    Version 2: the published policy (language forced, first 30 s) is the ``mmmg`` default.
+    """
+
+    version = 2
     language: ClassVar[str] = "en"
+
+    def __init__(self, transcription: Transcription = PUBLISHED_TRANSCRIPTION) -> None:
+        self.transcription = validate_transcription(transcription)
+
+    @classmethod
+    def profile_params(cls, profile: str) -> Mapping[str, Any]:
+        return {"transcription": transcription_for(profile)}
+
+    def params(self) -> Mapping[str, Any]:
+        return {"transcription": self.transcription.as_params()}
 
     def clip(self, response: Response) -> np.ndarray:
         return response.single_audio(SAMPLE_RATE)[0]
 
     def transcript(self, audio: np.ndarray) -> str:
-        return transcribe([audio], SAMPLE_RATE, self.language)[0]
+        return transcribe([audio], SAMPLE_RATE, self.language, self.transcription)[0]
 
 
 class SpeechAttribute(SpeechTask):
@@ -139,6 +196,10 @@ class SpeechAttribute(SpeechTask):
     band is that of the *predicted* gender (published); when the classifier ties, gender_ok is 0 and
     the annotated gender's band is reported instead.  Speaking rate counts the words of the
     normalised transcript split on spaces (published).
+
+    Profiles: ``mmmg`` pairs the pitch and intensity tracks as published and gives digital silence a
+    speaking rate (as published); ``strict`` always interpolates the intensity track and reports no
+    rate (speed_score 0) for clips below -80 dBFS.
     """
 
     id = "a_speech_attribute"
@@ -150,7 +211,11 @@ class SpeechAttribute(SpeechTask):
         pitch_bands: Mapping[str, tuple[float, float]] = prosody.PITCH_BANDS_MEL,
         rate_band: tuple[float, float] | None = None,
         trim_top_db: float = 60.0,
+        transcription: Transcription = PUBLISHED_TRANSCRIPTION,
+        pitch_align: str = "published",
+        guard_silence: bool = False,
     ) -> None:
+        super().__init__(transcription)
         if set(pitch_bands) != set(GENDERS):
             raise ValueError(f"pitch_bands must give a band for each of {GENDERS}")
         self.pitch_bands = {g: _band(pitch_bands[g]) for g in GENDERS}
@@ -158,12 +223,30 @@ class SpeechAttribute(SpeechTask):
         if not trim_top_db > 0:
             raise ValueError("trim_top_db must be > 0")
         self.trim_top_db = float(trim_top_db)
+        if pitch_align not in prosody.ALIGNMENTS:
+            raise ValueError(f"pitch_align must be one of {prosody.ALIGNMENTS}")
+        self.pitch_align = pitch_align
+        if not isinstance(guard_silence, bool):
+            raise ValueError("guard_silence must be a bool")
+        self.guard_silence = guard_silence
+
+    @classmethod
+    def profile_params(cls, profile: str) -> Mapping[str, Any]:
+        strict = profile == "strict"
+        return {
+            **super().profile_params(profile),
+            "pitch_align": "interpolate" if strict else "published",
+            "guard_silence": strict,
+        }
 
     def params(self) -> Mapping[str, Any]:
         return {
+            **super().params(),
             "pitch_bands": {g: list(b) for g, b in self.pitch_bands.items()},
             "rate_band": list(self.rate_band),
             "trim_top_db": self.trim_top_db,
+            "pitch_align": self.pitch_align,
+            "guard_silence": self.guard_silence,
         }
 
     def accuracy(self, reference: str, transcript: str) -> float:
@@ -171,6 +254,9 @@ class SpeechAttribute(SpeechTask):
 
     def speech_units(self, transcript: str) -> int:
         return len(normalize_english(transcript).split(" "))
+
+    def evidence_normalizer(self) -> str:
+        return "english"
 
     def score(self, instance: Instance, response: Response) -> Check:
         text = require_text(instance, "text")
@@ -181,19 +267,12 @@ class SpeechAttribute(SpeechTask):
         audio = self.clip(response)
         transcript = self.transcript(audio)
         accuracy = self.accuracy(text, transcript)
-
-        classifier = _hub().backend("gender")
-        probs = classifier.classify([resample(audio, SAMPLE_RATE, classifier.sample_rate)])[0]
-        if set(probs) != set(GENDERS):
-            raise ScoringError(ErrorCode.MODEL_UNAVAILABLE, f"gender classifier labels {sorted(probs)} are not {list(GENDERS)}")
-        top = max(probs.values())
-        winners = [label for label in GENDERS if probs[label] == top]
-        predicted = winners[0] if len(winners) == 1 else None
+        predicted, probs = _predict_gender(audio)
         gender_ok = 1.0 if predicted == gender else 0.0
 
         components: dict[str, float] = {self.accuracy_name: accuracy, "gender_ok": gender_ok}
         evidence: dict[str, Any] = {
-            **transcript_evidence(transcript, self.language),
+            **transcript_evidence(transcript, self.evidence_normalizer()),
             "gender_probs": {label: probs[label] for label in GENDERS},
             "predicted_gender": predicted,
         }
@@ -201,38 +280,83 @@ class SpeechAttribute(SpeechTask):
             evidence["gender_reason"] = "tie"
         score = accuracy * gender_ok
         if pitch is not None:
-            band = self.pitch_bands[predicted or gender]
-            mel = prosody.dominant_pitch_mel(audio, SAMPLE_RATE)
-            components["pitch_score"] = prosody.band_score(mel, band, pitch) if mel is not None else 0.0
-            if mel is not None:
-                components["pitch_mel"] = mel
-            evidence.update(pitch=pitch, pitch_band_mel=list(band), voiced=mel is not None)
-            score *= components["pitch_score"]
+            score *= self._pitch(audio, pitch, self.pitch_bands[predicted or gender], components, evidence)
         if speed is not None:
-            units = self.speech_units(transcript)
-            rate = prosody.speaking_rate(units, audio, SAMPLE_RATE, self.trim_top_db)
-            components["speed_score"] = prosody.band_score(rate, self.rate_band, speed) if rate is not None else 0.0
-            if rate is not None:
-                components["rate"] = rate
-            evidence.update(speed=speed, rate_band=list(self.rate_band), rate_units=units)
-            score *= components["speed_score"]
+            score *= self._speed(audio, transcript, speed, components, evidence)
         return Check(score=score, components=components, evidence=evidence)
+
+    def _pitch(self, audio: np.ndarray, level: str, band: tuple[float, float], components: dict[str, float], evidence: dict[str, Any]) -> float:
+        mel = prosody.dominant_pitch_mel(audio, SAMPLE_RATE, align=self.pitch_align)
+        components["pitch_score"] = prosody.band_score(mel, band, level) if mel is not None else 0.0
+        if mel is not None:
+            components["pitch_mel"] = mel
+        evidence.update(pitch=level, pitch_band_mel=list(band), voiced=mel is not None)
+        return components["pitch_score"]
+
+    def _speed(self, audio: np.ndarray, transcript: str, level: str, components: dict[str, float], evidence: dict[str, Any]) -> float:
+        units = self.speech_units(transcript)
+        rate = prosody.speaking_rate(units, audio, SAMPLE_RATE, self.trim_top_db, guard_silence=self.guard_silence)
+        components["speed_score"] = prosody.band_score(rate, self.rate_band, level) if rate is not None else 0.0
+        if rate is not None:
+            components["rate"] = rate
+        evidence.update(speed=level, rate_band=list(self.rate_band), rate_units=units)
+        return components["speed_score"]
+
+
+def _predict_gender(audio: np.ndarray) -> tuple[str | None, dict[str, float]]:
+    """The classifier's label for the clip (None on a tie) and its probabilities."""
+    classifier = _hub().backend("gender")
+    probs = classifier.classify([resample(audio, SAMPLE_RATE, classifier.sample_rate)])[0]
+    if set(probs) != set(GENDERS):
+        raise ScoringError(ErrorCode.MODEL_UNAVAILABLE, f"gender classifier labels {sorted(probs)} are not {list(GENDERS)}")
+    top = max(probs.values())
+    winners = [label for label in GENDERS if probs[label] == top]
+    return (winners[0] if len(winners) == 1 else None), probs
 
 
 class SpeechChinese(SpeechAttribute):
-    """As :class:`SpeechAttribute` with CER and characters per minute.  The published rate counts
-    every character of the raw transcript, spaces and punctuation included (kept in version 1)."""
+    """As :class:`SpeechAttribute` with CER and characters per minute, transcribed by the Chinese
+    Whisper.
+
+    ``mmmg`` (published): the CER compares the transcript and the reference both passed through
+    Whisper's *English* normaliser (punctuation becomes spaces), with the spaces removed from the
+    reference only, so a perfect reading with punctuation loses one character per mark; the speaking
+    rate counts every character of that normalised transcript, spaces included.
+    ``strict``: both sides reduced to letters, digits and CJK characters (:func:`normalize_chinese`)
+    for the CER and the rate.
+    """
 
     id = "a_speech_chinese"
     language = "zh"
     accuracy_name = "char_accuracy"
     rate_band_name = "chinese"
+    NORMALIZATIONS: ClassVar[tuple[str, ...]] = ("published", "chinese")
+
+    def __init__(self, *args: Any, normalization: str = "published", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if normalization not in self.NORMALIZATIONS:
+            raise ValueError(f"normalization must be one of {self.NORMALIZATIONS}")
+        self.normalization = normalization
+
+    @classmethod
+    def profile_params(cls, profile: str) -> Mapping[str, Any]:
+        return {**super().profile_params(profile), "normalization": "chinese" if profile == "strict" else "published"}
+
+    def params(self) -> Mapping[str, Any]:
+        return {**super().params(), "normalization": self.normalization}
 
     def accuracy(self, reference: str, transcript: str) -> float:
+        if self.normalization == "published":
+            return published_char_accuracy(reference, transcript)
         return char_accuracy(reference, transcript)
 
     def speech_units(self, transcript: str) -> int:
-        return len(transcript)
+        if self.normalization == "published":
+            return len(normalize_english(transcript))
+        return len(normalize_chinese(transcript))
+
+    def evidence_normalizer(self) -> str:
+        return "english" if self.normalization == "published" else "chinese"
 
 
 class SpeechImitate(SpeechTask):
@@ -241,11 +365,12 @@ class SpeechImitate(SpeechTask):
 
     id = "a_speech_imitate"
 
-    def __init__(self, speaker_threshold: float = SPEAKER_THRESHOLD) -> None:
+    def __init__(self, speaker_threshold: float = SPEAKER_THRESHOLD, transcription: Transcription = PUBLISHED_TRANSCRIPTION) -> None:
+        super().__init__(transcription)
         self.speaker_threshold = validate_threshold(speaker_threshold)
 
     def params(self) -> Mapping[str, Any]:
-        return {"speaker_threshold": self.speaker_threshold}
+        return {**super().params(), "speaker_threshold": self.speaker_threshold}
 
     def score(self, instance: Instance, response: Response) -> Check:
         text = require_text(instance, "text")
@@ -265,22 +390,48 @@ class SpeechImitate(SpeechTask):
 
 
 class SpeechConstraint(SpeechTask):
-    """MMMG ``constraint`` annotation(s) checked on the transcript; 1 when all hold."""
+    """MMMG ``constraint`` annotation(s) checked on the transcript; 1 when all hold.
+
+    ``mmmg`` (published): a response without exactly one clip is checked as an *empty* transcript, so
+    it passes exclusions and upper bounds on length (and fails everything else); keywords match as
+    raw substrings (``semantics="published"``).  ``strict``: such a response scores 0
+    (``no_audio`` / ``wrong_audio_count``), and keywords, starts and ends match at word boundaries
+    (``semantics="word"``).
+    """
 
     id = "a_speech_constraint"
     binary = True
 
-    def __init__(self, semantics: str = "published") -> None:
+    def __init__(
+        self, semantics: str = "published", transcription: Transcription = PUBLISHED_TRANSCRIPTION, empty_without_clip: bool = True
+    ) -> None:
+        super().__init__(transcription)
         self.semantics = validate_semantics(semantics)
+        if not isinstance(empty_without_clip, bool):
+            raise ValueError("empty_without_clip must be a bool")
+        self.empty_without_clip = empty_without_clip
+
+    @classmethod
+    def profile_params(cls, profile: str) -> Mapping[str, Any]:
+        strict = profile == "strict"
+        return {
+            **super().profile_params(profile),
+            "semantics": "word" if strict else "published",
+            "empty_without_clip": not strict,
+        }
 
     def params(self) -> Mapping[str, Any]:
-        return {"semantics": self.semantics}
+        return {**super().params(), "semantics": self.semantics, "empty_without_clip": self.empty_without_clip}
 
     def score(self, instance: Instance, response: Response) -> Check:
         checkers = parse_constraints(instance, require_field(instance, "constraint", "constraints"), self.semantics)
-        transcript = self.transcript(self.clip(response))
+        clips = len(response.of_type("audio"))
+        if clips != 1 and self.empty_without_clip:
+            transcript, note = "", {"audio_count": clips, "note": "no single clip: checked as an empty transcript (published)"}
+        else:
+            transcript, note = self.transcript(self.clip(response)), {}
         check = check_constraints(transcript, checkers)
-        evidence = {**transcript_evidence(transcript), "instructions": check.evidence["instructions"]}
+        evidence = {**transcript_evidence(transcript), "instructions": check.evidence["instructions"], **note}
         return Check(score=check.score, passed=check.passed, components=check.components, evidence=evidence)
 
 
@@ -291,8 +442,15 @@ class SpeechModify(SpeechConstraint):
 
 
 class SpeechTranslate(SpeechTask):
-    """sacrebleu sentence BLEU / 100 of the normalised transcript against the raw reference ``text``
-    (published: only the hypothesis is normalised; sacrebleu defaults, 13a tokens, exp smoothing)."""
+    """sacrebleu sentence BLEU / 100 (defaults: 13a tokens, exp smoothing) of the normalised transcript
+    against the raw reference ``text``.  As published, only the transcript is normalised; the
+    published BLEU helper itself is not part of the released code, so the BLEU variant is this
+    project's reading of "sentence BLEU".
+
+    Under ``mmmg`` Whisper is forced to English, so speech in the *source* language comes back
+    translated by Whisper and a clip that merely repeats the input scores as a translation;
+    ``strict`` detects the language, so such a clip is transcribed in its own language.
+    """
 
     id = "a_speech_translate"
 

@@ -36,7 +36,7 @@ def test_band_scores():
 def test_silence_has_no_pitch_and_no_rate():
     silent = np.zeros(SR, np.float32)
     assert dominant_pitch_mel(silent, SR) is None
-    assert speaking_rate(10, silent, SR) is None
+    assert speaking_rate(10, silent, SR, guard_silence=True) is None
 
 
 def test_espeak_pitch_setting_moves_the_measured_pitch(tmp_path: Path):
@@ -54,3 +54,19 @@ def test_espeak_rate_setting_is_recovered(tmp_path: Path):
     slow_wpm, fast_wpm = speaking_rate(words, slow, rate), speaking_rate(words, fast, rate)
     assert fast_wpm > 1.4 * slow_wpm
     assert 90 < slow_wpm < 160  # espeak's -s is nominal words per minute
+
+
+def test_equal_length_tracks_are_paired_by_index_as_published():
+    """Published: the intensity track is interpolated only when its length differs from the pitch
+    track's; equal lengths are paired frame by frame even when the frame times are offset."""
+    from mmverify.verifiers.speech.prosody import _loudness_at_pitch_frames
+
+    pitch_times = np.array([0.10, 0.20, 0.30])
+    intensity_times = np.array([0.15, 0.25, 0.35])
+    values = np.array([60.0, 70.0, 80.0])
+    assert list(_loudness_at_pitch_frames(pitch_times, intensity_times, values, "published")) == [60.0, 70.0, 80.0]
+    assert list(_loudness_at_pitch_frames(pitch_times, intensity_times, values, "interpolate")) == [60.0, 65.0, 75.0]
+    longer = np.array([0.05, 0.15, 0.25, 0.35])
+    assert list(_loudness_at_pitch_frames(pitch_times, longer, np.array([50.0, 60.0, 70.0, 80.0]), "published")) == [55.0, 65.0, 75.0]
+    with pytest.raises(ValueError):
+        dominant_pitch_mel(np.zeros(100, np.float32), SR, align="nearest")

@@ -145,3 +145,16 @@ def test_transformers_fallback_matches_whisper_without_spelling(monkeypatch):
             assert result == expected.replace("color", "colour")
     finally:
         tm._english.cache_clear()
+
+
+def test_published_chinese_cer_counts_punctuation_turned_into_spaces():
+    """Both sides through the English normaliser: "，" becomes a space; the reference then loses its
+    spaces, the hypothesis keeps its one, so a perfect reading has one inserted character in 4."""
+    text = "你好，世界。"
+    assert tm.published_cer(text, text) == pytest.approx(1 / 4)
+    assert tm.published_char_accuracy(text, text) == pytest.approx(3 / 4)
+    assert tm.char_accuracy(text, text) == 1.0  # strict: characters only
+    assert tm.published_cer("你好世界", "你好世界") == 0.0
+    assert tm.published_cer("你好世界", "你好世") == pytest.approx(1 / 4)
+    assert tm.published_char_accuracy("你好世界", "") == 0.0
+    assert tm.published_char_accuracy("你好世界", "完全不同的一句很长的话") == 0.0

@@ -1,9 +1,15 @@
 """Tempo from beat times.
 
 ``bpm_from_beat_count`` is the published estimator: number of beats x 60 / duration of the
-(silence-trimmed) clip.  It under-counts when a tracker misses the first or last beats and is biased
-by the partial beat periods at the edges; ``bpm_from_intervals`` (60 / median inter-beat interval)
-is robust to both and is used by tempo version 2.
+(silence-trimmed) clip.  Its value depends on how a tracker treats the clip's edges: a tracker that
+drops the first or last beat under-counts, and even a perfect tracker over-estimates by about one
+beat per clip, because ``N`` beats span ``N - 1`` periods plus the last note's tail.
+
+``bpm_from_intervals`` measures the beat period itself: each inter-beat interval is counted in
+median intervals (rounded, at least one), which numbers the beats on their grid -- a missed beat
+leaves a gap of two periods instead of halving the tempo -- and a least-squares line through
+(number, time) gives the period.  Frame quantisation of the individual beat times averages out over
+the clip, and missing edge beats do not matter.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.types import Check
+
+ESTIMATORS = ("count", "intervals")
 
 
 def bpm_from_beat_count(beat_times: np.ndarray, duration_s: float) -> float:
@@ -20,13 +28,25 @@ def bpm_from_beat_count(beat_times: np.ndarray, duration_s: float) -> float:
 
 
 def bpm_from_intervals(beat_times: np.ndarray) -> float | None:
-    """60 / median inter-beat interval; None with fewer than two beats."""
-    beats = np.sort(np.asarray(beat_times, dtype=np.float64))
+    """60 / beat period, the period fitted through the beats placed on their grid; None with fewer
+    than two distinct beats."""
+    beats = np.unique(np.asarray(beat_times, dtype=np.float64))
     if beats.size < 2:
         return None
     intervals = np.diff(beats)
-    intervals = intervals[intervals > 0]
-    return float(60.0 / np.median(intervals)) if intervals.size else None
+    steps = np.maximum(np.round(intervals / float(np.median(intervals))), 1.0)
+    index = np.concatenate([[0.0], np.cumsum(steps)])
+    slope = float(np.polyfit(index, beats, 1)[0])
+    return 60.0 / slope if slope > 0 else None
+
+
+def estimate_bpm(estimator: str, beat_times: np.ndarray, duration_s: float) -> float | None:
+    """BPM by the named estimator (``"count"`` or ``"intervals"``)."""
+    if estimator == "count":
+        return bpm_from_beat_count(beat_times, duration_s)
+    if estimator == "intervals":
+        return bpm_from_intervals(beat_times)
+    raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
 
 
 def check_tempo(bpm: float | None, target: float, tolerance: float = 5.0) -> Check:

@@ -17,6 +17,11 @@ ASCII), Latin letters lower-cased, and everything that is not a letter, digit or
 (whitespace, punctuation, symbols) is dropped.  Traditional -> simplified conversion and
 number-format unification (``2024`` vs ``二零二四``) are out of scope.
 
+The published Chinese score (:func:`published_char_accuracy`) normalises differently: both sides go
+through the *English* normaliser, which turns punctuation into spaces; the spaces are then removed
+from the reference only, so every punctuation mark inside a perfect transcript counts as an inserted
+character (a perfect 15-character reading with one comma scores 1 - 1/15).
+
 Empty text: as in the published MMMG scoring, a side that is empty after normalisation is replaced
 by a placeholder that never matches real text -- one word (``<none>``) for WER, one character for
 CER.  So two empty texts give 0.0; an empty hypothesis for an n-unit reference gives 1.0 (like
@@ -142,6 +147,20 @@ def cer(reference: str, hypothesis: str, normalize: Normalizer | None = normaliz
     ref = _prepare(reference, normalize, EMPTY_CHAR)
     hyp = _prepare(hypothesis, normalize, EMPTY_CHAR)
     return float(jiwer.cer(ref, hyp))
+
+
+def published_cer(reference: str, hypothesis: str) -> float:
+    """CER as the published MMMG pipeline computes it for Chinese: both sides through the English
+    normaliser, spaces removed from the reference only, then a character error rate in which the
+    hypothesis' spaces are characters."""
+    ref = normalize_english(reference).replace(" ", "") or EMPTY_CHAR
+    hyp = normalize_english(hypothesis) or EMPTY_CHAR
+    return float(jiwer.cer(ref, hyp))
+
+
+def published_char_accuracy(reference: str, hypothesis: str) -> float:
+    """``max(1 - published_cer, 0)``: the published MMMG transcript term for Chinese."""
+    return max(1.0 - published_cer(reference, hypothesis), 0.0)
 
 
 def word_accuracy(reference: str, hypothesis: str, normalize: Normalizer | None = normalize_english) -> float:
