@@ -156,6 +156,10 @@ def score_command(
         [], "--references", help="Reference set folder: esc50|openmic|gtzan=/path (repeatable; sets MMVERIFY_REFERENCES).", rich_help_panel="Models"
     ),
     device: Optional[str] = typer.Option(None, help="Model device (cpu, cuda, cuda:1, mps); default: best available.", rich_help_panel="Models"),
+    precision: Optional[str] = typer.Option(
+        None, help="Torch backends' precision: fp32 (default, published parity), bf16 or fp16 (GPU only); sets "
+        "MMVERIFY_PRECISION.", rich_help_panel="Models",
+    ),
     vlm_base_url: Optional[str] = typer.Option(
         None, "--vlm-base-url", help="OpenAI-compatible endpoint of the VLM judge, e.g. http://127.0.0.1:8000/v1.", rich_help_panel="Judge"
     ),
@@ -201,6 +205,10 @@ def score_command(
         os.environ[REFERENCES_VAR] = ",".join(references)
     if device:
         os.environ["MMVERIFY_DEVICE"] = device
+    if precision:
+        if precision not in ("fp32", "bf16", "fp16"):
+            _fail("--precision must be fp32, bf16 or fp16")
+        os.environ["MMVERIFY_PRECISION"] = precision
     from .models.judge import apply_cli_options
 
     try:  # the environment carries the judge configuration into worker processes
@@ -567,6 +575,7 @@ def serve_command(
     offline: bool = typer.Option(False, help="Never touch the network (sets HF_HUB_OFFLINE)."),
     model: list[str] = typer.Option([], "--model", help="Backend for a capability: capability=backend[@hub-id-or-path] (repeatable)."),
     device: Optional[str] = typer.Option(None, help="Model device (cpu, cuda, cuda:1, mps); default: best available."),
+    precision: Optional[str] = typer.Option(None, help="Torch backends' precision: fp32 (default), bf16 or fp16 (GPU only)."),
     profile: str = typer.Option("mmmg", help="Scoring rules: mmmg (published evaluator) or strict (this project's corrections)."),
     max_json_values: int = typer.Option(200_000, min=1, help="Bodies holding more JSON values get 413, checked before decoding."),
     max_inflight_mb: float = typer.Option(64.0, min=0.001, help="Request bodies held in memory at once; further requests wait for room."),
@@ -596,7 +605,10 @@ def serve_command(
             thresholds=thresholds, tasks=[t.strip() for t in tasks.split(",") if t.strip()] if tasks else None,
             item_timeout=timeout or None, request_timeout=request_timeout, max_body_bytes=int(max_body_mb * 1024 * 1024),
             max_items=max_items, batch_wait_ms=batch_wait_ms, max_batch_items=max_batch, on_error=on_error,
-            reward_options={"models": model or None, "device": device, "offline": offline or None, "profile": profile},
+            reward_options={
+                "models": model or None, "device": device, "offline": offline or None, "profile": profile,
+                "precision": precision,
+            },
             max_json_values=max_json_values, max_inflight_bytes=int(max_inflight_mb * 1024 * 1024), max_waiting=max_waiting,
             header_timeout=header_timeout, body_timeout=body_timeout, keep_alive_timeout=keep_alive_timeout,
             shutdown_timeout=shutdown_timeout,

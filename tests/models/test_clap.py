@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmverify.models.base import ModelUnavailable
+from mmverify.models.base import ModelUnavailable, checkpoint_digest
 from mmverify.models.cache import OutputCache, array_digest
 from mmverify.models.catalog import BACKEND_REGISTRY
 from mmverify.models.clap import CROP_POLICY, HFClap, LaionClap, crop_offset, deterministic_crop
@@ -96,9 +96,9 @@ class CountingClap(HFClap):
         self.audio_calls: list[int] = []
         self.text_calls: list[int] = []
 
-    def _compute_audio(self, clips):
+    def _compute_audio(self, clips, padding):
         self.audio_calls.append(len(clips))
-        return super()._compute_audio(clips)
+        return super()._compute_audio(clips, padding)
 
     def _compute_text(self, texts):
         self.text_calls.append(len(texts))
@@ -203,11 +203,15 @@ def test_zero_padding_fills_the_window_with_silence(tiny_clap, clips):
     repeat, _ = clap.prepare(clips, "repeat")
     assert [len(r) for r in repeat] == [min(len(c), window) for c in clips]  # the extractor pads these
 
-    # The model is given the features of the clip followed by silence, whatever the extractor's own mode.
+    # The model is given the features of the clip followed by silence, whatever the extractor's own mode:
+    # exactly the extractor's through the numpy front end, to float rounding through the torch one.
     extractor = ClapFeatureExtractor.from_pretrained(tiny_clap, local_files_only=True)
     padded = [np.concatenate([c, np.zeros(window - len(c), dtype=np.float32)]).astype(np.float64) for c in clips[:2]]
     expected = extractor(padded, sampling_rate=SR, return_tensors="np")["input_features"]
-    np.testing.assert_array_equal(clap.input_features(prepared[:2]), expected)
+    numpy_clap = HFClap(source=str(tiny_clap), features="numpy")
+    numpy_clap.ensure_loaded()
+    np.testing.assert_array_equal(numpy_clap.input_features(prepared[:2]), expected)
+    np.testing.assert_allclose(clap.input_features(prepared[:2]), expected, rtol=0, atol=1e-4)
     assert not np.allclose(clap.input_features(repeat[:2]), expected, atol=1.0)
 
     zero, tiled = clap.embed_audio(clips[:2]), clap.embed_audio(clips[:2], padding="repeat")
@@ -280,6 +284,85 @@ def test_fused_checkpoints_are_deterministic_too(tmp_path, clips):
     np.random.seed(7)
     assert first.tobytes() == batched.embed_audio(clips).tobytes()
     np.testing.assert_allclose(first, HFClap(source=str(folder), batch_size=1).embed_audio(clips), atol=1e-5)
+    # Both front ends give the fused model four copies of the HTK-scale mel of the window.
+    through_numpy = HFClap(source=str(folder), features="numpy")
+    through_numpy.ensure_loaded()
+    prepared, _ = batched.prepare(clips)
+    expected = through_numpy.input_features(prepared)
+    assert expected.shape[1] == 4
+    np.testing.assert_allclose(batched.input_features(prepared), expected, rtol=0, atol=1e-4)
+    np.testing.assert_allclose(first, through_numpy.embed_audio(clips), atol=1e-5)
+
+
+def test_front_end_and_precision_are_part_of_the_fingerprint(tiny_clap, clips, tmp_path):
+    base = HFClap(source=str(tiny_clap), features="numpy")
+    assert base.fingerprint == f"clap-hf:{checkpoint_digest(tiny_clap)}"  # what the numpy path always computed
+    variants = {
+        (features, precision): HFClap(source=str(tiny_clap), features=features, precision=precision)
+        for features in ("numpy", "torch") for precision in ("fp32", "bf16")
+    }  # fmt: skip
+    assert len({backend.fingerprint for backend in variants.values()}) == 4
+    assert variants["torch", "fp32"].fingerprint == f"{base.fingerprint};features=torch-mel/1"
+    assert HFClap(source=str(tiny_clap)).fingerprint == variants["torch", "fp32"].fingerprint  # the default
+    assert variants["numpy", "bf16"].fingerprint == f"{base.fingerprint};precision=bf16"
+
+    # No cached embedding is served across front ends or precisions.
+    cache = OutputCache(tmp_path / "cache.sqlite")
+    for features, precision in variants:
+        backend = CountingClap(source=str(tiny_clap), features=features, precision=precision, cache=cache)
+        backend.embed_audio(clips[:2])
+        backend.embed_text(["a bell"])
+        assert backend.audio_calls == [2] and backend.text_calls == [1]
+    assert cache.hits == 0
+
+
+def test_bf16_runs_on_the_cpu_close_to_fp32_and_fp16_is_refused(tiny_clap, clips):
+    fp32 = HFClap(source=str(tiny_clap), device="cpu")
+    bf16 = HFClap(source=str(tiny_clap), device="cpu", precision="bf16")
+    audio32, audio16 = fp32.embed_audio(clips), bf16.embed_audio(clips)
+    assert audio16.dtype == np.float32 and str(bf16._model.dtype) == "torch.bfloat16"
+    cosines = np.sum(audio32 * audio16, axis=1)
+    assert cosines.min() > 0.999 and not np.array_equal(audio32, audio16), cosines
+    texts = ["a dog barking", "rain"]
+    assert np.sum(fp32.embed_text(texts) * bf16.embed_text(texts), axis=1).min() > 0.999
+    with pytest.raises(ModelUnavailable, match="fp16 is not supported on the CPU; use bf16"):
+        HFClap(source=str(tiny_clap), device="cpu", precision="fp16").ensure_loaded()
+    with pytest.raises(ValueError, match="precision"):
+        HFClap(source=str(tiny_clap), precision="fp8")
+    with pytest.raises(ValueError, match="features"):
+        HFClap(source=str(tiny_clap), features="librosa")
+
+
+def test_spec_options_and_the_process_precision_reach_the_backend(tiny_clap, monkeypatch):
+    from mmverify.models import hub
+
+    spec = f"audio_text=clap-hf@{tiny_clap}?precision=bf16&batch_size=3&features=numpy"
+    assert hub.parse_spec(spec) == ("audio_text", "clap-hf", str(tiny_clap))
+    assert hub.parse_spec_options(spec) == {"audio_text": {"precision": "bf16", "batch_size": 3, "features": "numpy"}}
+    monkeypatch.setenv(hub.ENV_VAR, spec)
+    monkeypatch.setenv("MMVERIFY_NO_OUTPUT_CACHE", "1")
+    backend = hub.ModelHub.from_env().backend("audio_text")
+    assert (backend.precision, backend.batch_size, backend.features) == ("bf16", 3, "numpy")
+    assert backend.source == str(tiny_clap)
+
+    # A process-wide precision reaches every backend that has one; a spec's own option wins.
+    monkeypatch.setenv(hub.PRECISION_ENV_VAR, "bf16")
+    monkeypatch.setenv(hub.ENV_VAR, f"audio_text=clap-hf@{tiny_clap}")
+    assert hub.ModelHub.from_env().backend("audio_text").precision == "bf16"
+    monkeypatch.setenv(hub.ENV_VAR, f"audio_text=clap-hf@{tiny_clap}?precision=fp32")
+    assert hub.ModelHub.from_env().backend("audio_text").precision == "fp32"
+    monkeypatch.setenv(hub.PRECISION_ENV_VAR, "fp64")
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, fp16"):
+        hub.ModelHub.from_env()
+
+    bad = {
+        "?precision=int8": "precision must be one of", "?batch_size=0": "integer >= 1", "?features=cuda": "one of torch, numpy",
+        "?colour=red": "has no option 'colour'", "?device=cuda": "has no option 'device'", "?batch_size": "name=value",
+        "?features=numpy&features=torch": "twice",
+    }  # fmt: skip
+    for suffix, message in bad.items():
+        with pytest.raises(ValueError, match=message):
+            hub.parse_specs(f"audio_text=clap-hf@{tiny_clap}{suffix}")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("laion_clap") is not None, reason="laion_clap is installed here")

@@ -38,13 +38,17 @@ def border_line(tmp_path: Path) -> dict:
 
 
 def test_a_checkpoint_switch_changes_the_key_of_model_tasks(tmp_path, clip_line, monkeypatch):
-    monkeypatch.delenv("MMVERIFY_CLAP_HF_SOURCE", raising=False)
+    for name in ("MMVERIFY_CLAP_HF_SOURCE", "MMVERIFY_DEVICE", "MMVERIFY_PRECISION", "MMVERIFY_MODELS"):
+        monkeypatch.delenv(name, raising=False)  # other tests' Reward objects leave settings in the environment
     before = _plan(tmp_path, clip_line).key
     monkeypatch.setenv("MMVERIFY_CLAP_HF_SOURCE", str(tmp_path / "another-checkpoint"))
     after = _plan(tmp_path, clip_line).key
     assert before != after
     monkeypatch.setenv("MMVERIFY_DEVICE", "cpu")
-    assert _plan(tmp_path, clip_line).key not in (before, after)
+    on_cpu = _plan(tmp_path, clip_line).key
+    assert on_cpu not in (before, after)
+    monkeypatch.setenv("MMVERIFY_PRECISION", "bf16")
+    assert _plan(tmp_path, clip_line).key not in (before, after, on_cpu)
 
 
 def test_model_settings_leave_program_task_keys_alone(tmp_path, border_line, monkeypatch):

@@ -3,6 +3,12 @@
 Configured with specs ``capability=backend`` or ``capability=backend@source`` (a hub id or a local
 path), from ``--model`` options or the ``MMVERIFY_MODELS`` environment variable (comma-separated;
 worker processes inherit it).  Backends are created on first use and shared by all tasks.
+
+A spec may end in constructor options, ``?name=value`` joined by ``&``:
+``audio_text=clap-hf@/models/clap?precision=bf16&batch_size=64`` or ``audio_text=clap-hf?features=numpy``.
+Any keyword of the backend's constructor except source, device and cache is an option; values take
+the type of its default (integers, true/false, text).  ``precision`` (fp32, bf16, fp16) can also be
+set for every backend that has it, with ``MMVERIFY_PRECISION``; a spec's own option wins.
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ from .cache import OutputCache
 from .catalog import BACKEND_INFO, BACKEND_REGISTRY, CAPABILITIES
 
 ENV_VAR = "MMVERIFY_MODELS"
+PRECISION_ENV_VAR = "MMVERIFY_PRECISION"
+PRECISIONS = ("fp32", "bf16", "fp16")
+_NOT_OPTIONS = ("source", "device", "cache")
 
 
 def _family(capability: str) -> str:
@@ -26,8 +35,71 @@ def _family(capability: str) -> str:
     return capability.split("_zh")[0]
 
 
+def check_precision(precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    return precision
+
+
+def split_options(spec: str) -> tuple[str, dict[str, str]]:
+    """``"a=b@/m?precision=bf16&batch_size=64"`` -> ``("a=b@/m", {"precision": "bf16", "batch_size": "64"})``."""
+    head, sep, query = spec.partition("?")
+    options: dict[str, str] = {}
+    for pair in query.split("&") if sep else []:
+        key, eq, value = (part.strip() for part in pair.partition("="))
+        if not eq or not key or not value:
+            raise ValueError(f"model spec options must look like '?name=value&name=value', got {spec!r}")
+        if key in options:
+            raise ValueError(f"model spec option {key!r} is given twice in {spec!r}")
+        options[key] = value
+    return head, options
+
+
+def _typed_option(name: str, key: str, text: str, default: Any, choices: tuple[str, ...] | None) -> Any:
+    """``text`` as the type of the constructor default it replaces (and one of ``choices``, if any)."""
+    if key == "batch_size":
+        if not text.isdigit() or int(text) < 1:
+            raise ValueError(f"option batch_size of backend {name!r} must be an integer >= 1, got {text!r}")
+        return int(text)
+    if key == "precision":
+        return check_precision(text)
+    if choices is not None and text not in choices:
+        raise ValueError(f"option {key} of backend {name!r} must be one of {', '.join(choices)}, got {text!r}")
+    try:
+        if isinstance(default, bool):
+            if text.lower() not in ("true", "false"):
+                raise ValueError
+            return text.lower() == "true"
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            return float(text)
+    except ValueError:
+        raise ValueError(f"option {key} of backend {name!r} must be like its default {default!r}, got {text!r}") from None
+    return text
+
+
+def backend_options(name: str, options: Mapping[str, str]) -> dict[str, Any]:
+    """Spec ``options`` as typed keyword arguments of backend ``name``'s constructor."""
+    cls = BACKEND_REGISTRY.get(name)
+    parameters = inspect.signature(cls).parameters
+    allowed = {
+        key: parameter for key, parameter in parameters.items()
+        if key not in _NOT_OPTIONS and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+    }  # fmt: skip
+    choices = getattr(cls, "option_choices", {})
+    typed = {}
+    for key, text in options.items():
+        if key not in allowed:
+            raise ValueError(f"backend {name!r} has no option {key!r} (options: {', '.join(sorted(allowed)) or 'none'})")
+        typed[key] = _typed_option(name, key, text, allowed[key].default, choices.get(key))
+    return typed
+
+
 def parse_spec(spec: str) -> tuple[str, str, str | None]:
-    """``"speaker=resemblyzer"`` -> ``("speaker", "resemblyzer", None)``; validates both names."""
+    """``"speaker=resemblyzer"`` -> ``("speaker", "resemblyzer", None)``; validates both names and any
+    ``?options`` (which :func:`parse_spec_options` returns)."""
+    spec, options = split_options(spec)
     capability, sep, rest = spec.partition("=")
     capability, rest = capability.strip(), rest.strip()
     if not sep or not capability or not rest:
@@ -39,7 +111,17 @@ def parse_spec(spec: str) -> tuple[str, str, str | None]:
         raise UnknownIdError("model backend", name, sorted(BACKEND_INFO))
     if _family(BACKEND_INFO[name].capability) != _family(capability):
         raise ValueError(f"backend {name!r} provides {BACKEND_INFO[name].capability!r}, not {capability!r}")
+    backend_options(name, options)
     return capability, name, source or None
+
+
+def parse_spec_options(text: str) -> dict[str, dict[str, Any]]:
+    """The typed ``?options`` of each capability's spec in a comma-separated list."""
+    found = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        capability, name, _ = parse_spec(item)
+        found[capability] = backend_options(name, split_options(item)[1])
+    return found
 
 
 def parse_specs(text: str) -> dict[str, tuple[str, str | None]]:
@@ -56,10 +138,14 @@ class ModelHub:
         overrides: Mapping[str, tuple[str, str | None]] | None = None,
         device: str | None = None,
         cache: OutputCache | None = None,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
+        precision: str | None = None,
     ) -> None:
         self.overrides = dict(overrides or {})
         self.device = device
         self.cache = cache
+        self.options = {capability: dict(values) for capability, values in (options or {}).items()}
+        self.precision = check_precision(precision) if precision else None
         self._instances: dict[str, Backend] = {}
         self._judges: dict[Any, Any] = {}
         self._lock = threading.Lock()
@@ -69,14 +155,21 @@ class ModelHub:
         """Backends from MMVERIFY_MODELS; outputs cached in ``<cache dir>/outputs.sqlite``
         unless MMVERIFY_NO_OUTPUT_CACHE is set."""
         cache = None if os.environ.get("MMVERIFY_NO_OUTPUT_CACHE") else OutputCache(Settings().cache_dir / "outputs.sqlite")
-        return cls(parse_specs(os.environ.get(ENV_VAR, "")), device=os.environ.get("MMVERIFY_DEVICE") or None, cache=cache)
+        specs = os.environ.get(ENV_VAR, "")
+        return cls(
+            parse_specs(specs), device=os.environ.get("MMVERIFY_DEVICE") or None, cache=cache,
+            options=parse_spec_options(specs), precision=os.environ.get(PRECISION_ENV_VAR) or None,
+        )  # fmt: skip
 
-    def _create(self, name: str, source: str | None) -> Backend:
+    def _create(self, name: str, source: str | None, **options: Any) -> Backend:
         cls = BACKEND_REGISTRY.get(name)
+        parameters = inspect.signature(cls).parameters
         kwargs: dict[str, Any] = {"source": source, "device": self.device}
-        if self.cache is not None and "cache" in inspect.signature(cls).parameters:
+        if self.cache is not None and "cache" in parameters:
             kwargs["cache"] = self.cache
-        return cls(**kwargs)
+        if self.precision is not None and "precision" in parameters:
+            kwargs["precision"] = self.precision
+        return cls(**{**kwargs, **options})
 
     def choice(self, capability: str) -> tuple[str, str | None]:
         if capability in self.overrides:
@@ -89,7 +182,7 @@ class ModelHub:
         """The loaded backend for ``capability``; ``ModelUnavailable`` says how to get it."""
         with self._lock:
             if capability not in self._instances:
-                self._instances[capability] = self._create(*self.choice(capability))
+                self._instances[capability] = self._create(*self.choice(capability), **self.options.get(capability, {}))
             backend = self._instances[capability]
         try:
             backend.ensure_loaded()

@@ -28,7 +28,7 @@ KEY_SCHEME = "mmverify-key/1"
 _INSTANCE_MEDIA_FIELDS = {"image_list": "image", "ref_image_list": "image", "audio_list": "audio"}
 
 
-_MODEL_SETTINGS = ("MMVERIFY_MODELS", "MMVERIFY_REFERENCES", "MMVERIFY_DEVICE")
+_MODEL_SETTINGS = ("MMVERIFY_MODELS", "MMVERIFY_REFERENCES", "MMVERIFY_DEVICE", "MMVERIFY_PRECISION")
 
 
 def model_configuration(environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -310,6 +310,7 @@ def deadline(seconds: float | None) -> Iterator[None]:
 
 
 # -- model configuration --------------------------------------------------------------------------
+PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 def configure_models(
@@ -318,6 +319,7 @@ def configure_models(
     offline: bool | None = None,
     cache_dir: str | Path | None = None,
     env: Mapping[str, str] | None = None,
+    precision: str | None = None,
 ) -> None:
     """Apply model/judge settings the way ``mmverify score`` does: through the environment (so worker
     processes inherit them) and the process-wide model hub, which is rebuilt if it already exists."""
@@ -338,6 +340,10 @@ def configure_models(
         put("MMVERIFY_CACHE_DIR", str(cache_dir))
     if device:
         put("MMVERIFY_DEVICE", device)
+    if precision:
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        put("MMVERIFY_PRECISION", precision)
     if models:
         from ..models.hub import ENV_VAR, parse_specs
 
@@ -417,6 +423,7 @@ class Reward:
     env: Mapping[str, str] | None = None
     limits: MediaLimits = DEFAULT_LIMITS
     profile: str = "mmmg"
+    precision: str | None = None  # fp32 | bf16 | fp16 for torch backends (default fp32)
     tasks: frozenset[str] | None = field(init=False)  # the tasks this reward scores (None: any)
     fixed_task: str | None = field(init=False)  # the task of items that name none
     _planner: Planner = field(init=False, repr=False)
@@ -445,7 +452,7 @@ class Reward:
         instructions = self.instructions
         if instructions is not None and not isinstance(instructions, InstructionSet):
             instructions = InstructionSet(instructions)
-        configure_models(self.models, self.device, self.offline, self.cache_dir, self.env)
+        configure_models(self.models, self.device, self.offline, self.cache_dir, self.env, self.precision)
         root = self.media_root if self.media_root is not None else (self.data_root if self.data_root is not None else ".")
         self._planner = Planner(
             manifest_dir=Path(root),

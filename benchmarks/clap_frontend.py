@@ -1,0 +1,207 @@
+"""CLAP front end: transformers' numpy ClapFeatureExtractor vs mmverify's torch log-mel, and the model.
+
+Runs with any Python that has torch and transformers (mmverify is imported from ./src).  It saves a
+random-init ClapModel with the default configuration (laion/clap-htsat-unfused's sizes, ~153 M
+parameters) and the unfused checkpoint's extractor settings to a temporary folder, makes seeded
+synthetic clips (5 s by default, so zero-padding fills half of CLAP's 10 s window), and prints
+clips per second:
+
+- front end: the extractor clip by clip (what ``HFClap(features="numpy")`` calls) vs the torch
+  front end on the device in float64 (published parity) and float32 (used under bf16/fp16);
+- model forward alone (fp32, bf16) on precomputed features, and end to end ``embed_audio``
+  (crop, pad, features, model, normalisation; no cache) with each front end and precision.
+
+On the CPU the model rows are skipped unless ``--model`` is given (a forward pass of the full-size
+model takes about 0.2 s per clip there).  Timings are the best of ``--repeats`` runs; the rows
+also show clips per second of process CPU time, steadier than wall time when other jobs share the
+machine.  The extractor runs on one core; ``--threads 1`` gives torch the same.
+
+    python3 benchmarks/clap_frontend.py --clips 16 --device cpu --threads 1
+    python3 benchmarks/clap_frontend.py --clips 512 --device cuda --batch-sizes 32,128
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from mmverify.models.clap import HFClap  # noqa: E402
+from mmverify.models.clap_features import ClapMelFeatures  # noqa: E402
+
+SR = 48_000
+
+
+def save_checkpoint(folder: Path, seed: int = 0) -> int:
+    """A default-size random-init ClapModel with laion/clap-htsat-unfused's extractor settings."""
+    from mmverify.envfix import install_torchvision_op_stubs
+
+    install_torchvision_op_stubs()  # lets transformers import a torchvision whose compiled ops cannot load
+    import torch
+    from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import ClapConfig, ClapFeatureExtractor, ClapModel, ClapProcessor, RobertaTokenizer
+
+    vocab = {token: i for i, token in enumerate(["<s>", "<pad>", "</s>", "<unk>", "<mask>", *sorted(ByteLevel.alphabet())])}
+    torch.manual_seed(seed)
+    model = ClapModel(ClapConfig()).eval()
+    extractor = ClapFeatureExtractor(
+        feature_size=64, sampling_rate=SR, hop_length=480, max_length_s=10, fft_window_size=1024,
+        frequency_min=50, frequency_max=14_000, truncation="rand_trunc", padding="repeatpad",
+    )  # fmt: skip
+    model.save_pretrained(folder)
+    ClapProcessor(feature_extractor=extractor, tokenizer=RobertaTokenizer(vocab=vocab, merges=[])).save_pretrained(folder)
+    return sum(p.numel() for p in model.parameters())
+
+
+def synth_clips(count: int, seconds: float, seed: int = 0) -> list[np.ndarray]:
+    """Harmonic tones with vibrato, a slow envelope and a little noise; a different one per clip."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * SR)) / SR
+    clips = []
+    for _ in range(count):
+        phase = 2 * np.pi * rng.uniform(110, 880) * t + rng.uniform(1, 6) * np.sin(2 * np.pi * rng.uniform(2, 7) * t)
+        tone = sum(np.sin(k * phase) / k for k in range(1, 5))
+        envelope = np.abs(np.sin(np.pi * t * rng.uniform(0.3, 2)))
+        clips.append((0.3 * envelope * tone + 0.02 * rng.standard_normal(t.size)).astype(np.float32))
+    return clips
+
+
+@dataclass
+class Rate:
+    """Best-of-repeats throughput: clips per wall second and per process-CPU second."""
+
+    wall: float
+    cpu: float
+
+    def __str__(self) -> str:
+        return f"{self.wall:9.1f} clips/s   ({self.cpu:8.1f} per CPU-s)"
+
+
+def synchronize(device: str) -> None:
+    import torch
+
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def measure(run: Callable[[], Any], clips: int, device: str, repeats: int) -> Rate:
+    """Clips per second of ``run`` (which handles ``clips`` clips), best of ``repeats`` after a warm-up."""
+    run()
+    synchronize(device)
+    best_wall = best_cpu = float("inf")
+    for _ in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        run()
+        synchronize(device)
+        best_wall = min(best_wall, time.perf_counter() - wall)
+        best_cpu = min(best_cpu, time.process_time() - cpu)
+    return Rate(clips / best_wall, clips / max(best_cpu, 1e-9))
+
+
+def in_batches(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def extractor_rate(source: str, clips: list[np.ndarray], batch: int, repeats: int) -> Rate:
+    """The numpy extractor (what ``HFClap(features="numpy")`` calls) on cropped, zero-padded windows."""
+    numpy_clap = HFClap(source=source, device="cpu", features="numpy")
+    numpy_clap.ensure_loaded()
+    filled = in_batches(numpy_clap.prepare(clips, "zero")[0], batch)
+    return measure(lambda: [numpy_clap.input_features(b) for b in filled], len(clips), "cpu", repeats)
+
+
+def torch_front_end_rates(source: str, clips: list[np.ndarray], device: str, batch: int, repeats: int) -> dict[str, Rate]:
+    """The torch front end on the same cropped clips, zero-padded on the device as HFClap does, in
+    float64 (published parity) and float32."""
+    import torch
+
+    clap = HFClap(source=source, device="cpu", features="numpy")
+    clap.ensure_loaded()
+    cropped = in_batches(clap.prepare(clips, "zero", fill=False)[0], batch)
+    mel = ClapMelFeatures.from_extractor(clap._extractor)
+    rows = {}
+    for dtype in (torch.float64, torch.float32):
+        name = f"torch front end ({device}, {str(dtype).replace('torch.', '')}), batch {batch}"
+        with torch.inference_mode():
+            rows[name] = measure(
+                lambda: [mel(b, padding="zero", device=device, compute_dtype=dtype) for b in cropped], len(clips), device, repeats
+            )
+    return rows
+
+
+def model_rates(
+    source: str, clips: list[np.ndarray], few: list[np.ndarray], device: str, batch: int, repeats: int
+) -> dict[str, Rate]:
+    """Model forward alone on precomputed features, and end-to-end embed_audio per front end and
+    precision (the numpy front end on the ``few`` clips only: it is the slow one)."""
+    import torch
+
+    rows = {}
+    for precision in ("fp32", "bf16"):
+        clap = HFClap(source=source, device=device, batch_size=batch, precision=precision)
+        clap.ensure_loaded()
+        prepared, _ = clap.prepare(clips[:batch], "zero")
+        features = clap.feature_batch(prepared)
+        is_longer = torch.zeros((features.shape[0], 1), dtype=torch.bool, device=clap.device)
+        with torch.inference_mode():
+            rows[f"model forward, {precision}, batch {features.shape[0]}"] = measure(
+                lambda: clap._model.get_audio_features(input_features=features, is_longer=is_longer),
+                features.shape[0], device, repeats,
+            )  # fmt: skip
+        for features_name, subset in (("torch", clips), ("numpy", few)):
+            end_to_end = HFClap(source=source, device=device, batch_size=batch, precision=precision, features=features_name)
+            end_to_end.ensure_loaded()
+            rows[f"embed_audio, {features_name} front end, {precision}, batch {batch}"] = measure(
+                lambda: end_to_end.embed_audio(subset), len(subset), device, repeats
+            )
+    return rows
+
+
+def main() -> None:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clips", type=int, default=16, help="synthetic clips per measurement")
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of every clip")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--batch-sizes", default=None, help="comma-separated (default: 8 on the CPU, 32,128 on a GPU)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--model", action="store_true", help="also time the model on the CPU (slow)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's own choice)")
+    parser.add_argument("--numpy-clips", type=int, default=64, help="at most this many clips through the numpy extractor")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    on_cpu = args.device == "cpu"
+    sizes = [int(s) for s in (args.batch_sizes or ("8" if on_cpu else "32,128")).split(",")]
+
+    with tempfile.TemporaryDirectory(prefix="clap-frontend-") as tmp:
+        start = time.perf_counter()
+        params = save_checkpoint(Path(tmp) / "clap")
+        source = str(Path(tmp) / "clap")
+        clips = synth_clips(args.clips, args.seconds)
+        few = clips[: args.numpy_clips]
+        name = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"CPU, {torch.get_num_threads()} torch threads"
+        print(f"{name}; random-init ClapModel {params / 1e6:.1f} M parameters (saved in {time.perf_counter() - start:.1f} s); "
+              f"{args.clips} clips of {args.seconds:g} s ({len(few)} through the numpy extractor); best of {args.repeats}")
+        extractor = extractor_rate(source, few, sizes[0], args.repeats)
+        print(f"{'numpy ClapFeatureExtractor (CPU, clip by clip)':<58} {extractor}")
+        for size in sizes:
+            for key, value in torch_front_end_rates(source, clips, args.device, size, args.repeats).items():
+                print(f"{key:<58} {value}   {value.wall / extractor.wall:6.1f}x the extractor ({value.cpu / extractor.cpu:.1f}x per CPU-s)")
+            if not on_cpu or args.model:
+                for key, value in model_rates(source, clips, few, args.device, size, args.repeats).items():
+                    print(f"{key:<58} {value}")
+
+
+if __name__ == "__main__":
+    main()
