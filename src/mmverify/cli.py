@@ -436,6 +436,10 @@ app.add_typer(references_app, name="references")
 def references_build(
     references: list[str] = typer.Option([], "--references", help="name=/path (repeatable); default: MMVERIFY_REFERENCES."),
     model: list[str] = typer.Option([], "--model", help="audio_text=backend[@path] to index with (default: clap-hf)."),
+    profile: list[str] = typer.Option(
+        ["mmmg"], "--profile", help="Build the indexes this scoring profile reads (mmmg: zero-padded clips, strict: "
+        "repeat-padded); repeatable.",
+    ),
 ) -> None:
     """Embed every configured reference set once, before scoring (the first ESC-50 build takes
     minutes on a CPU; done here it cannot make the first score rows time out)."""
@@ -455,12 +459,27 @@ def references_build(
         _fail(f"no reference sets configured: pass --references name=/path or set {ENV_VAR} (sets: {', '.join(SETS)})")
     from .core.errors import ScoringError
 
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from .tasks.sound import clap_front_end
+
+    paddings = {"mmmg": "zero", "strict": "repeat"}
+    unknown = sorted(set(profile) - set(paddings))
+    if unknown:
+        _fail(f"--profile must be mmmg or strict, got {', '.join(unknown)}")
     try:
-        embedder = get_hub().backend("audio_text")
-        for name in configured:
-            for layout in SETS[name].layouts:
-                index = reference_set(name, layout).index(embedder)
-                console.print(f"{name} ({layout}): {len(index.classes())} classes indexed")
+        backend = get_hub().backend("audio_text")
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=console, transient=False) as bar:
+            for chosen in dict.fromkeys(profile):
+                embedder = clap_front_end(backend, paddings[chosen])
+                for name in configured:
+                    for layout in SETS[name].layouts:
+                        job = bar.add_task(f"{name} ({layout}, {chosen})", total=None)
+                        index = reference_set(name, layout).index(
+                            embedder, progress=lambda done, total, job=job: bar.update(job, completed=done, total=total)
+                        )
+                        bar.update(job, description=f"{name} ({layout}, {chosen}): {len(index.classes())} classes")
     except ScoringError as exc:
         _fail(exc.message)
 

@@ -525,7 +525,11 @@ def test_references_build_command_indexes_every_configured_set(tmp_path, configu
     root = esc50_tree(tmp_path / "esc50", {"dog": refs(tone(2.0, 440.0), copies=2, unrelated=1), "rain": [noise(2.0, 3)]})
     result = CliRunner().invoke(app, ["references", "build", "--references", f"esc50={root}"])
     assert result.exit_code == 0, result.output
-    assert "esc50 (esc50): 2 classes indexed" in result.output
-    assert list((tmp_path / "cache" / "references").rglob("embeddings.npy"))
+    assert "esc50 (esc50, mmmg): 2 classes" in " ".join(result.output.split())
+    assert len(list((tmp_path / "cache" / "references").rglob("embeddings.npy"))) == 1
+    both = CliRunner().invoke(app, ["references", "build", "--references", f"esc50={root}", "--profile", "mmmg", "--profile", "strict"])
+    assert both.exit_code == 0, both.output
+    assert "esc50 (esc50, strict): 2 classes" in " ".join(both.output.split())
+    assert len(list((tmp_path / "cache" / "references").rglob("embeddings.npy"))) == 2  # one index per padding
     missing = CliRunner().invoke(app, ["references", "build"], env={"MMVERIFY_REFERENCES": ""})
     assert missing.exit_code == 2 and "no reference sets configured" in missing.output

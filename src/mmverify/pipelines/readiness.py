@@ -123,19 +123,10 @@ class DryRun:
 def dry_run(config: "ScoreConfig") -> DryRun:
     """Plan every manifest line (parsing, instances, media paths, keys) and check what the planned
     tasks need; no model, judge or media decoder is called."""
-    from ..data.instructions import InstructionSet
-    from ..data.manifest import iter_manifest_lines, manifest_base_dir
-    from .plan import Planner
+    from ..data.manifest import iter_manifest_lines
+    from .score import build_planner
 
-    planner = Planner(
-        manifest_dir=manifest_base_dir(config.manifest),
-        instructions=InstructionSet(config.instructions) if config.instructions else None,
-        data_root=config.data_root,
-        tasks=config.tasks,
-        thresholds=config.thresholds,
-        limits=config.limits,
-        profile=config.profile,
-    )
+    planner = build_planner(config)
     report = DryRun()
     for line, text in iter_manifest_lines(config.manifest):
         for entry in planner.plan_all(line, text):

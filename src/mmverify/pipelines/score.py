@@ -111,13 +111,9 @@ def run_score(config: ScoreConfig, progress: Any = None) -> ScoreOutcome:
         return _run_locked(config, progress)
 
 
-def _run_locked(config: ScoreConfig, progress: Any) -> ScoreOutcome:
-    started = datetime.now(timezone.utc)
-    problems_before = len(cache_problems())
-    results = ResultsFile(config.out / "results.jsonl")
-    existing = results.load()
-    done = {row["key"] for row in existing if not (config.retry_errors and row.get("status") == "error")}
-    planner = Planner(
+def build_planner(config: ScoreConfig) -> Planner:
+    """The planner for a score configuration (shared by scoring and ``--dry-run``)."""
+    return Planner(
         manifest_dir=manifest_base_dir(config.manifest),
         instructions=InstructionSet(config.instructions) if config.instructions else None,
         data_root=config.data_root,
@@ -126,6 +122,15 @@ def _run_locked(config: ScoreConfig, progress: Any) -> ScoreOutcome:
         limits=config.limits,
         profile=config.profile,
     )
+
+
+def _run_locked(config: ScoreConfig, progress: Any) -> ScoreOutcome:
+    started = datetime.now(timezone.utc)
+    problems_before = len(cache_problems())
+    results = ResultsFile(config.out / "results.jsonl")
+    existing = results.load()
+    done = {row["key"] for row in existing if not (config.retry_errors and row.get("status") == "error")}
+    planner = build_planner(config)
 
     line_keys: list[tuple[int, str]] = []  # (manifest line, key) of every entry this run scores
     per_task: dict[str, int] = {}  # entries planned per task, for --limit

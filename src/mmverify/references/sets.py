@@ -23,6 +23,7 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..core.errors import ErrorCode, ScoringError
 from ..core.media import MediaError
@@ -140,7 +141,12 @@ class ReferenceSet:
         self._scan()
         return self._sizes[label]
 
-    def index(self, embedder: ReferenceEmbedder, load_rate: int | None = PUBLISHED_LOAD_RATE) -> ReferenceIndex:
+    def index(
+        self,
+        embedder: ReferenceEmbedder,
+        load_rate: int | None = PUBLISHED_LOAD_RATE,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ReferenceIndex:
         """The set embedded by ``embedder`` with files decoded at ``load_rate`` first (the published
         22050 Hz; None: straight at the embedder's rate): from memory, else from
         ``<cache dir>/references``, else built."""
@@ -150,7 +156,8 @@ class ReferenceSet:
                 log.info("indexing reference set %s (%s) at %s with %s", self.name, self.layout, self.root, key)
                 try:
                     index = ReferenceIndex.build(
-                        self.layout, self.root, embedder, Settings().cache_dir / "references", load_rate=load_rate
+                        self.layout, self.root, embedder, Settings().cache_dir / "references",
+                        progress=progress, load_rate=load_rate,
                     )
                 except (OSError, ValueError, MediaError) as exc:
                     raise self._unusable(exc) from None
