@@ -16,6 +16,7 @@ EXIT_USAGE = 2
 def compare_command(
     runs: list[Path] = typer.Argument(..., help="Run folders (results.latest.jsonl is read) or results files; the first is the baseline."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the comparison as JSON to this file."),
+    html_out: Optional[Path] = typer.Option(None, "--html", help="Also write the comparison as one self-contained HTML page to this file."),
     seed: int = typer.Option(0, help="Bootstrap seed (intervals are deterministic for a given seed)."),
     aggregate: str = typer.Option(
         "apart", help="Error rows: apart (their pairs are left out and counted) or as_zero (scored 0, as `score --aggregate as_zero`)."
@@ -51,3 +52,8 @@ def compare_command(
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         stderr.print(f"wrote {json_out}", highlight=False, markup=False)
+    if html_out is not None:
+        from ..reports.compare_html import write_compare_html
+
+        write_compare_html(result, html_out)
+        stderr.print(f"wrote {html_out}", highlight=False, markup=False)

@@ -42,6 +42,8 @@ _FRAME = 320  # 20 ms at 16 kHz
 # Part of every cache key: bump when chunking or decoding semantics change.
 DECODE_POLICY = "greedy-t0/quiet-cut-30s/1"
 DETECT = "detect"  # language argument: let Whisper detect the language even where a default is forced
+FEATURE_FRONT_ENDS = ("torch", "numpy")  # HFWhisper's log-mel: torch on the model's device, or the extractor
+TORCH_FRONT_END = "torch-log-mel/1"  # part of the fingerprint of transcripts decoded from it
 
 
 def split_long_clip(
@@ -176,14 +178,21 @@ class HFWhisper(_WhisperBase):
     """Whisper via transformers (``WhisperForConditionalGeneration`` + ``WhisperProcessor``).
 
     Loads an HF-format folder (``save_pretrained`` output, or a cached hub snapshot) with
-    ``local_files_only``.  Clips in a batch are padded to 30 s each by the processor, so a batch
-    decodes exactly as its clips would one by one.
+    ``local_files_only``.  Clips in a batch are padded to 30 s each, so a batch decodes exactly as
+    its clips would one by one.
+
+    ``features`` chooses how the log-mel input is computed: ``"torch"`` (default) on the model's
+    device for the whole batch (:mod:`mmverify.models.whisper_features`, the extractor's features
+    to within float32 rounding), or ``"numpy"``, the checkpoint's ``WhisperFeatureExtractor`` on
+    the CPU.  The torch front end is part of the fingerprint; ``"numpy"`` keeps the fingerprint
+    this backend always had.
     """
 
     name = "whisper-hf"
     capability = "transcriber"
     default_source = "openai/whisper-large-v3"
     packages = ("torch", "transformers")
+    option_choices: ClassVar[dict[str, tuple[str, ...]]] = {"features": FEATURE_FRONT_ENDS}
 
     def __init__(
         self,
@@ -193,9 +202,20 @@ class HFWhisper(_WhisperBase):
         cache: OutputCache | None = None,
         max_new_tokens: int | None = None,
         dtype: str | None = None,
+        features: str = "torch",
     ) -> None:
+        if features not in FEATURE_FRONT_ENDS:
+            raise ValueError(f"features must be one of {', '.join(FEATURE_FRONT_ENDS)}, got {features!r}")
         super().__init__(source=source, device=device, batch_size=batch_size, cache=cache, max_new_tokens=max_new_tokens)
         self.dtype_name = dtype or "float32"
+        self.features = features
+        self._mel: Any = None
+
+    @property
+    def fingerprint(self) -> str:
+        """Backend name + checkpoint digest, then the feature front end unless it is the extractor."""
+        base = super().fingerprint
+        return base if self.features == "numpy" else f"{base};features={TORCH_FRONT_END}"
 
     def _load(self, path: Path) -> None:
         import torch
@@ -216,6 +236,20 @@ class HFWhisper(_WhisperBase):
         rate = getattr(self.processor.feature_extractor, "sampling_rate", SAMPLE_RATE)
         if rate != SAMPLE_RATE:
             raise ModelUnavailable(self.name, f"checkpoint expects {rate} Hz audio, not {SAMPLE_RATE}")
+        if self.features == "torch":
+            self._mel = self._torch_front_end(self.processor.feature_extractor, model.config)
+
+    def _torch_front_end(self, extractor: Any, config: Any) -> Any:
+        from .whisper_features import WhisperMelFeatures
+
+        try:
+            mel = WhisperMelFeatures.from_extractor(extractor)
+        except ValueError as exc:
+            raise ModelUnavailable(self.name, f"{exc}; use features='numpy'") from None
+        expected = getattr(config, "num_mel_bins", mel.settings.n_mels)
+        if mel.settings.n_mels != expected:
+            raise ModelUnavailable(self.name, f"extractor makes {mel.settings.n_mels} mel bins, the model takes {expected}")
+        return mel
 
     def _language_tables(self) -> tuple[dict[str, str], dict[str, str]]:
         from transformers.models.whisper.tokenization_whisper import LANGUAGES, TO_LANGUAGE_CODE
@@ -225,12 +259,18 @@ class HFWhisper(_WhisperBase):
     def _key_params(self) -> dict[str, Any]:
         return {"dtype": self.dtype_name}
 
+    def _input_features(self, pieces: list[np.ndarray]) -> Any:
+        """``(batch, n_mels, 3000)`` log-mel input on the model's device, in its dtype."""
+        if self._mel is not None:
+            features = self._mel(pieces, device=self.device)
+        else:
+            features = self.processor.feature_extractor(pieces, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
+        return features.to(device=self.device, dtype=self._dtype)
+
     def _decode(self, pieces: list[np.ndarray], language: str | None) -> list[str]:
         import torch
 
-        features = self.processor.feature_extractor(
-            pieces, sampling_rate=SAMPLE_RATE, return_tensors="pt"
-        ).input_features.to(device=self.device, dtype=self._dtype)
+        features = self._input_features(pieces)
         config = self.model.generation_config
         options: dict[str, Any] = {"num_beams": 1, "do_sample": False}
         # Checkpoints without language/task tables (English-only or old fine-tunes) use their own

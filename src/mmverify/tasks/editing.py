@@ -39,7 +39,7 @@ from ..verifiers.image.preserve import check_preserved_outside, edited_crop, res
 from ..verifiers.image.ssim import DEFAULT_WIN
 from .base import Task, require_field
 from .image_judged import JudgedImageTask, JudgeSession, invalid, texts_of
-from .image_ocr import normalizer, word_accuracy
+from .image_ocr import NormalizationOption, normalizer, word_accuracy
 from .media import instance_images
 from .response import Response
 
@@ -181,22 +181,11 @@ class EditObjectAttribute(_ObjectEdit):
     id = "i_edit_object_attribute"
 
 
-class _TextEdit(_JudgedEdit):
+class _TextEdit(NormalizationOption, _JudgedEdit):
     """``normalization`` "mmmg" (published) or "unicode" (strict), as for the OCR tasks."""
 
     version = 2
     roles = ("ocr",)
-
-    def __init__(self, normalization: str = "mmmg") -> None:
-        normalizer(normalization)  # validates
-        self.normalization = normalization
-
-    @classmethod
-    def profile_params(cls, profile: str) -> Mapping[str, Any]:
-        return {"normalization": "unicode" if profile == "strict" else "mmmg"}
-
-    def params(self) -> Mapping[str, Any]:
-        return {**super().params(), "normalization": self.normalization}
 
     def targets(self, instance: Instance) -> str:
         """``text`` as a string; unlike the OCR tasks an empty string is valid (text removal)."""

@@ -46,7 +46,7 @@ from ..verifiers.vlm.ocr import (  # noqa: F401  (normalize_mmmg_ocr: part of th
     normalizer,
     word_accuracy,
 )
-from .base import require_field
+from .base import Task, require_field
 from .image_judged import JudgedImageTask, JudgeSession, invalid, text_of, texts_of
 
 EMPTY_TEXT = "<none>"  # what an empty text is compared as (one word; as published)
@@ -82,8 +82,10 @@ def _target(instance: Instance) -> str | None:
     return None if target is None else text_of(instance, target, "object")
 
 
-class _OcrTask(JudgedImageTask):
-    """``normalization`` "mmmg" (published) or "unicode" (strict); see the module docstring."""
+class NormalizationOption(Task):
+    """The ``normalization`` a reading is compared under: "mmmg" (published) or "unicode" (strict),
+    chosen by the profile and part of ``params()``.  Listed before the task's judged base, so that
+    ``params()`` extends that base's."""
 
     def __init__(self, normalization: str = "mmmg") -> None:
         normalizer(normalization)  # validates
@@ -95,6 +97,10 @@ class _OcrTask(JudgedImageTask):
 
     def params(self) -> Mapping[str, Any]:
         return {**super().params(), "normalization": self.normalization}
+
+
+class _OcrTask(NormalizationOption, JudgedImageTask):
+    """``normalization`` "mmmg" (published) or "unicode" (strict); see the module docstring."""
 
     def read_text(self, session: JudgeSession, target: str | None, step: str = "ocr") -> list[str]:
         """The judge's reading of the main text on ``target`` (None: anywhere in the image)."""

@@ -34,9 +34,7 @@ from ..core.errors import ErrorCode, ScoringError
 from ..core.types import Check, Instance
 from ..verifiers.image.svg import PUBLISHED_SIZE, WHITE, SvgError, SvgRendererUnavailable, find_svg, render_svg
 from ..verifiers.vlm.coherence_templates import coherence_question
-from ..verifiers.vlm.parse import parse_verdict
-from ..verifiers.vlm.record import DEFAULT_MAX_TOKENS
-from ..verifiers.vlm.templates import CODE_TEMPLATE_VERSION, Question, code_criteria_question
+from ..verifiers.vlm.templates import CODE_TEMPLATE_VERSION, code_criteria_question
 from .base import require_field
 from .coherence import MAX_SEARCHED_TEXT, CoherenceSession, CoherenceTask, fault
 from .image_judged import invalid, text_of, texts_of
@@ -99,39 +97,6 @@ class CodeSpec:
     criteria: tuple[str, ...]  # empty: an existence question on the description
     reference: np.ndarray | None = field(compare=False)
     about: Mapping[str, Any] = field(compare=False)
-
-
-def ask_verdict(session: CoherenceSession, question: Question, *, step: str, role: str = "default") -> bool:
-    """Ask a ``verdict`` question about the session's image and record it like every judge exchange
-    (:class:`~mmverify.verifiers.vlm.record.JudgeRecord`): a failing judge is ``judge_failed``, a reply
-    without a final ``VERDICT: PASS`` / ``VERDICT: FAIL`` is ``judge_unparseable``."""
-    judge = session.judge(role)
-    judge_id = str(getattr(judge, "model_id", type(judge).__name__))
-    where = f"{step} ({question.template_ref}, judge {judge_id!r})"
-    try:
-        reply = judge.ask(question.prompt, [session.image], max_tokens=DEFAULT_MAX_TOKENS)
-    except ScoringError as exc:
-        raise ScoringError(exc.code, f"{where}: {exc.message}") from None
-    except Exception as exc:  # a client that leaks a transport error still must not yield a score
-        raise ScoringError(ErrorCode.JUDGE_FAILED, f"{where}: {type(exc).__name__}: {exc}") from None
-    if not isinstance(reply, str):
-        raise ScoringError(ErrorCode.JUDGE_FAILED, f"{where}: the judge returned {type(reply).__name__}, not text")
-    try:
-        verdict = parse_verdict(reply)
-    except ScoringError as exc:
-        raise ScoringError(exc.code, f"{where}: {exc.message}") from None
-    session.record.entries.append(
-        {
-            "step": step,
-            "template": question.template_ref,
-            "role": role,
-            "judge": judge_id,
-            "prompt": question.prompt,
-            "reply": reply,
-            "verdict": verdict,
-        }
-    )
-    return verdict
 
 
 class CoherenceCode(CoherenceTask):
@@ -204,7 +169,8 @@ class CoherenceCode(CoherenceTask):
         if spec.description is None:
             return None
         if spec.criteria:
-            return "criteria", ask_verdict(session, code_criteria_question(spec.description, spec.criteria), step="criteria")
+            question = code_criteria_question(spec.description, spec.criteria)
+            return "criteria", bool(session.ask_question(question, step="criteria"))
         return "exists", session.yes("existence", step="object", target=spec.description)
 
     def judge(self, spec: CodeSpec, claim: None, session: CoherenceSession) -> Check:

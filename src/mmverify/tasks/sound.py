@@ -79,6 +79,20 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
+def _count(name: str, value: int) -> int:
+    """``value`` when it is an integer >= 1 (a bool is not a count); else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _finite(name: str, value: float, allow_zero: bool) -> float:
+    """``value`` as a float when it is a finite number above 0 (or 0 itself with ``allow_zero``)."""
+    if not (isinstance(value, (int, float)) and math.isfinite(value)) or not (value >= 0 if allow_zero else value > 0):
+        raise ValueError(f"{name} must be {'>= 0' if allow_zero else 'positive'}, got {value!r}")
+    return float(value)
+
+
 class ClapClassTask(Task):
     """Parts of one clip compared with reference classes by CLAP; mean of the labels' binaries."""
 
@@ -101,8 +115,7 @@ class ClapClassTask(Task):
         threshold = self.default_threshold if threshold is None else threshold
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be a cosine similarity in [-1, 1], got {threshold!r}")
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
+        top_k = _count("top_k", top_k)
         layouts = SETS[self.reference_set].layouts
         layout = layouts[0] if layout is None else layout
         if layout not in layouts:
@@ -207,19 +220,10 @@ class SoundBeginEnd(ClapClassTask):
     any_field = True
     default_threshold = 0.68
 
-    def __init__(
-        self,
-        threshold: float | None = None,
-        top_k: int = 10,
-        layout: str | None = None,
-        padding: str = "zero",
-        empty_parts: str = "silence",
-        max_seconds: int = 4,
-    ) -> None:
-        super().__init__(threshold, top_k, layout, padding, empty_parts)
-        if isinstance(max_seconds, bool) or not isinstance(max_seconds, int) or max_seconds < 1:
-            raise ValueError(f"max_seconds must be an integer >= 1, got {max_seconds!r}")
-        self.max_seconds = max_seconds
+    def __init__(self, *, max_seconds: int = 4, **options: Any) -> None:
+        """``options``: the arguments of :class:`ClapClassTask`."""
+        super().__init__(**options)
+        self.max_seconds = _count("max_seconds", max_seconds)
 
     def segment_params(self) -> Mapping[str, Any]:
         return {"max_seconds": self.max_seconds}
@@ -270,23 +274,11 @@ class SoundSilence(ClapClassTask):
     fields = ("start", "end")
     default_threshold = 0.68
 
-    def __init__(
-        self,
-        threshold: float | None = None,
-        top_k: int = 10,
-        layout: str | None = None,
-        padding: str = "zero",
-        empty_parts: str = "silence",
-        top_db: float = 40.0,
-        min_gap_s: float = 1.0,
-    ) -> None:
-        super().__init__(threshold, top_k, layout, padding, empty_parts)
-        if not (isinstance(top_db, (int, float)) and math.isfinite(top_db) and top_db > 0):
-            raise ValueError(f"top_db must be positive, got {top_db!r}")
-        if not (isinstance(min_gap_s, (int, float)) and math.isfinite(min_gap_s) and min_gap_s >= 0):
-            raise ValueError(f"min_gap_s must be >= 0, got {min_gap_s!r}")
-        self.top_db = float(top_db)
-        self.min_gap_s = float(min_gap_s)
+    def __init__(self, *, top_db: float = 40.0, min_gap_s: float = 1.0, **options: Any) -> None:
+        """``options``: the arguments of :class:`ClapClassTask`."""
+        super().__init__(**options)
+        self.top_db = _finite("top_db", top_db, allow_zero=False)
+        self.min_gap_s = _finite("min_gap_s", min_gap_s, allow_zero=True)
 
     def segment_params(self) -> Mapping[str, Any]:
         return {"top_db": self.top_db, "min_gap_s": self.min_gap_s}

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...core.errors import ErrorCode, ScoringError
 from ...models.protocols import VisionLanguageJudge
-from .parse import parse_choice, parse_text_list, parse_yes_no
+from .parse import parse_choice, parse_text_list, parse_verdict, parse_yes_no
 from .templates import Question
 
 Verdict = Union[bool, str, list[str]]
@@ -32,6 +32,8 @@ def read_reply(question: Question, reply: str) -> Verdict:
         return parse_choice(reply, question.letters)
     if question.kind == "text_list":
         return parse_text_list(reply)
+    if question.kind == "verdict":
+        return parse_verdict(reply)
     raise ValueError(f"unknown answer kind {question.kind!r}")
 
 
