@@ -114,3 +114,18 @@ def click_track(bpm: float, seconds: float, sample_rate: int = 22050, offset: fl
         end = min(n, start + len(click))
         audio[start:end] += click[: end - start]
     return audio, beats
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored_after_each_test():
+    """Some APIs under test configure models through the environment (as ``mmverify score`` does for
+    its workers); restore it after every test so no test sees another's settings, and drop the
+    process-wide model hub that was configured from them."""
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+        from mmverify.models import hub
+
+        hub._HUB = None

@@ -83,7 +83,7 @@ def test_limit_scores_the_first_entries_of_each_task(tmp_path: Path):
 
 
 def test_dry_run_scores_nothing_and_reports_what_is_missing(tmp_path: Path, monkeypatch):
-    for name in ("MMVERIFY_VLM_BASE_URL", "MMVERIFY_VLM_MODEL"):
+    for name in ("MMVERIFY_VLM_BASE_URL", "MMVERIFY_VLM_MODEL", "MMVERIFY_MODELS"):
         monkeypatch.delenv(name, raising=False)
     save_png(tmp_path / "b.png", bordered("green"))
     lines = [
@@ -101,7 +101,7 @@ def test_dry_run_scores_nothing_and_reports_what_is_missing(tmp_path: Path, monk
 
 
 def test_doctor_lists_every_task_with_its_fix(monkeypatch):
-    for name in ("MMVERIFY_VLM_BASE_URL", "MMVERIFY_VLM_MODEL", "MMVERIFY_REFERENCES"):
+    for name in ("MMVERIFY_VLM_BASE_URL", "MMVERIFY_VLM_MODEL", "MMVERIFY_REFERENCES", "MMVERIFY_MODELS"):
         monkeypatch.delenv(name, raising=False)
     entries = {e.task: e for e in readiness()}
     assert len(entries) == 55
@@ -114,6 +114,7 @@ def test_doctor_lists_every_task_with_its_fix(monkeypatch):
 
 def test_model_unavailable_names_a_usable_alternative(monkeypatch, tmp_path: Path):
     monkeypatch.setenv("MMVERIFY_BEAT_THIS_SOURCE", str(tmp_path / "missing.ckpt"))
+    monkeypatch.delenv("MMVERIFY_MODELS", raising=False)  # the default beat tracker, whatever earlier tests chose
     hub = ModelHub()
     try:
         hub.backend("beat_tracker")
