@@ -25,6 +25,9 @@ SUITE: dict[str, tuple[list[str], list[str]]] = {  # name: (full arguments, quic
     "vlm": ([], ["--items", "64", "--concurrency", "1,8"]),
     "reward": ([], ["--duration", "3", "--repeat", "50"]),
     "scaling": ([], ["--items", "1500"]),
+    "clap_frontend": ([], ["--clips", "8", "--repeats", "1", "--numpy-clips", "8"]),
+    "whisper_frontend": ([], ["--clips", "8", "--repeats", "1"]),
+    "server_limits": ([], ["--limit", "20"]),
 }
 
 
