@@ -26,9 +26,8 @@ import argparse
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +36,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from mmverify.models.clap import HFClap  # noqa: E402
 from mmverify.models.clap_features import ClapMelFeatures  # noqa: E402
+from throughput import Rate, in_batches, measure, synchronize  # noqa: E402  (benchmarks/throughput.py)
 
 SR = 48_000
 
@@ -73,42 +73,6 @@ def synth_clips(count: int, seconds: float, seed: int = 0) -> list[np.ndarray]:
         envelope = np.abs(np.sin(np.pi * t * rng.uniform(0.3, 2)))
         clips.append((0.3 * envelope * tone + 0.02 * rng.standard_normal(t.size)).astype(np.float32))
     return clips
-
-
-@dataclass
-class Rate:
-    """Best-of-repeats throughput: clips per wall second and per process-CPU second."""
-
-    wall: float
-    cpu: float
-
-    def __str__(self) -> str:
-        return f"{self.wall:9.1f} clips/s   ({self.cpu:8.1f} per CPU-s)"
-
-
-def synchronize(device: str) -> None:
-    import torch
-
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def measure(run: Callable[[], Any], clips: int, device: str, repeats: int) -> Rate:
-    """Clips per second of ``run`` (which handles ``clips`` clips), best of ``repeats`` after a warm-up."""
-    run()
-    synchronize(device)
-    best_wall = best_cpu = float("inf")
-    for _ in range(repeats):
-        wall, cpu = time.perf_counter(), time.process_time()
-        run()
-        synchronize(device)
-        best_wall = min(best_wall, time.perf_counter() - wall)
-        best_cpu = min(best_cpu, time.process_time() - cpu)
-    return Rate(clips / best_wall, clips / max(best_cpu, 1e-9))
-
-
-def in_batches(items: list[Any], size: int) -> list[list[Any]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def extractor_rate(source: str, clips: list[np.ndarray], batch: int, repeats: int) -> Rate:

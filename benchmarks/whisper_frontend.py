@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from mmverify.models.whisper_features import WhisperMelFeatures  # noqa: E402
+from throughput import Rate, in_batches, measure, synchronize  # noqa: E402  (benchmarks/throughput.py)
 
 SR = 16_000
 
@@ -50,42 +49,6 @@ def synth_clips(count: int, seconds: float, seed: int = 0) -> list[np.ndarray]:
         envelope = np.abs(np.sin(np.pi * t * rng.uniform(2, 5)))
         clips.append((0.2 * envelope * tone + 0.01 * rng.standard_normal(t.size)).astype(np.float32))
     return clips
-
-
-@dataclass
-class Rate:
-    """Best-of-repeats throughput: clips per wall second and per process-CPU second."""
-
-    wall: float
-    cpu: float
-
-    def __str__(self) -> str:
-        return f"{self.wall:9.1f} clips/s   ({self.cpu:8.1f} per CPU-s)"
-
-
-def synchronize(device: str) -> None:
-    import torch
-
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def measure(run: Callable[[], Any], clips: int, device: str, repeats: int) -> Rate:
-    """Clips per second of ``run`` (which handles ``clips`` clips), best of ``repeats`` after a warm-up."""
-    run()
-    synchronize(device)
-    best_wall = best_cpu = float("inf")
-    for _ in range(repeats):
-        wall, cpu = time.perf_counter(), time.process_time()
-        run()
-        synchronize(device)
-        best_wall = min(best_wall, time.perf_counter() - wall)
-        best_cpu = min(best_cpu, time.process_time() - cpu)
-    return Rate(clips / best_wall, clips / max(best_cpu, 1e-9))
-
-
-def in_batches(items: list[Any], size: int) -> list[list[Any]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def padded(clips: list[np.ndarray], samples: int) -> np.ndarray:
