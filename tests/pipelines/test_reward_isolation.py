@@ -179,3 +179,25 @@ def test_openrlhf_labels_and_queries_that_break_are_their_own_rows():
     assert isinstance(items[0], dict) and all(isinstance(item, Refused) for item in items[1:])
     rows = Reward(None).rows(items)
     assert [r["error"]["code"] if r["error"] else r["status"] for r in rows] == ["scored"] + ["malformed_line"] * 3
+
+
+def test_a_tasks_first_use_runs_under_the_warm_up_budget_not_the_item_limit(monkeypatch):
+    """The Reward API splits warm-up from the item clock as the score executors do: the first item
+    of a task is scored under ``warmup_timeout``, later ones under ``timeout``."""
+    from mmverify.pipelines import execute, reward as reward_module
+
+    budgets: list[float | None] = []
+    real_deadline = reward_module.deadline
+
+    def recording_deadline(seconds):
+        budgets.append(seconds)
+        return real_deadline(seconds)
+
+    monkeypatch.setattr(reward_module, "deadline", recording_deadline)
+    monkeypatch.setattr(execute, "_TASKS", {})  # nothing is warm in this process yet
+    scorer = reward_module.Reward("i_structure", timeout=7.0, warmup_timeout=123.0)
+    item = {"instance": {"order": ["t"]}, "parts": [{"type": "text", "text": "hello"}]}
+    first = scorer.score_items([item]).rows[0]
+    assert first["status"] == "scored" and budgets == [123.0]
+    second = scorer.score_items([item]).rows[0]
+    assert second["status"] == "scored" and budgets == [123.0, 7.0]

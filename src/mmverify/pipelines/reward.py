@@ -42,7 +42,7 @@ from ..core.media import DEFAULT_LIMITS, MediaLimits
 from ..core.registry import UnknownIdError
 from ..data.instructions import InstructionSet
 from ..tasks.catalog import task_info
-from .execute import ItemTimeout, error_row, score_item
+from .execute import DEFAULT_WARMUP_TIMEOUT, ItemTimeout, error_row, fits, is_warm, score_item, warm_up, warmup_timeout_row
 from .plan import KEY_SCHEME, Planner, WorkItem
 from .results import make_row
 from .thresholds import Threshold, load_thresholds, parse_thresholds
@@ -415,6 +415,7 @@ class Reward:
     data_root: str | Path | None = None
     allow_paths: bool = True
     timeout: float | None = DEFAULT_ITEM_TIMEOUT_S
+    warmup_timeout: float | None = DEFAULT_WARMUP_TIMEOUT  # a task's first use here (imports, model loading)
     on_error: ErrorPolicy = "none"
     models: str | Sequence[str] | None = None
     device: str | None = None
@@ -553,7 +554,17 @@ class Reward:
         return [entry if isinstance(entry, dict) else self._score(entry) for entry in planned]
 
     def _score(self, entry: WorkItem) -> dict[str, Any]:
+        """Score one item; a task's first use in this process runs under the warm-up budget, and its
+        row is kept when the scoring itself fit the item's limit (as the score executors do)."""
         try:
+            if not is_warm(entry):
+                try:
+                    with deadline(self.warmup_timeout):
+                        row, seconds = warm_up(entry)
+                except ItemTimeout:
+                    return warmup_timeout_row(entry, self.warmup_timeout)
+                if fits(seconds, self.timeout):
+                    return row
             with deadline(self.timeout):
                 return score_item(entry)
         except ItemTimeout:
