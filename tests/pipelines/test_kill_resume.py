@@ -106,9 +106,20 @@ def _await_request(run: Run, server: VLMServer, done: Callable[[], bool] = lambd
 
 
 def _advance(run: Run, server: VLMServer, rows: int) -> None:
-    """Release held replies one at a time until the results file holds ``rows`` complete rows."""
-    while _await_request(run, server, lambda: _rows(run.results) >= rows):
+    """Release held replies one at a time until the results file holds ``rows`` complete rows.
+
+    After each release the next one waits for a new request: a worker asks again only once it has
+    finished an item, so replies never run more than the two workers' items ahead of the finished
+    ones, however slowly the parent writes rows."""
+    reached = lambda: _rows(run.results) >= rows  # noqa: E731
+    while _await_request(run, server, reached):
+        seen = server.count
         server.release(1)
+        wait_until(
+            lambda: server.count > seen or reached() or run.process.poll() is not None,
+            timeout=RUN_GUARD_S,
+            message=lambda: f"the next judge request ({_rows(run.results)} rows; stderr: {run.stderr()})",
+        )
 
 
 def _kill_part_way(manifest: Path, out: Path, server: VLMServer, rows: int, mid_item: bool) -> None:
