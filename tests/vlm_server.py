@@ -236,7 +236,7 @@ class VLMServer:
         self._responder: Responder = lambda request: _error(400, "no script set for this test")
         self._lock = threading.Lock()
         self._holding = False
-        self._held: deque[threading.Event] = deque()
+        self._held: deque[tuple[threading.Event, RecordedRequest]] = deque()
         self._closing = threading.Event()
         server = self
 
@@ -278,7 +278,7 @@ class VLMServer:
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     if server._holding:
                         gate = threading.Event()
-                        server._held.append(gate)
+                        server._held.append((gate, request))
                 try:
                     if gate is not None:
                         gate.wait()  # set by release(), open() or close()
@@ -333,20 +333,27 @@ class VLMServer:
             self._holding = True
         return self
 
-    def release(self, n: int = 1) -> None:
-        """Let the ``n`` oldest held requests be answered."""
+    def release(self, n: int = 1, match: Callable[[RecordedRequest], bool] | None = None) -> None:
+        """Let the ``n`` oldest held requests (of those ``match`` accepts) be answered."""
         with self._lock:
-            if n > len(self._held):
-                raise AssertionError(f"cannot release {n} requests: {len(self._held)} are held")
-            for _ in range(n):
-                self._held.popleft().set()
+            chosen = [entry for entry in self._held if match is None or match(entry[1])][:n]
+            if len(chosen) < n:
+                raise AssertionError(f"cannot release {n} requests: {len(chosen)} are held")
+            for entry in chosen:
+                self._held.remove(entry)
+                entry[0].set()
+
+    def held_by(self, match: Callable[[RecordedRequest], bool]) -> int:
+        """How many held requests ``match`` accepts."""
+        with self._lock:
+            return sum(1 for _, request in self._held if match(request))
 
     def open(self) -> None:
         """Stop holding: every held request is answered, and new ones are not held."""
         with self._lock:
             self._holding = False
             while self._held:
-                self._held.popleft().set()
+                self._held.popleft()[0].set()
 
     @property
     def held(self) -> int:

@@ -9,6 +9,7 @@ reply out (somewhere inside scoring or writing that item), whatever the machine'
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -57,9 +58,15 @@ def _manifest(tmp_path: Path) -> Path:
 class Run:
     """One ``mmverify score --workers 2`` process, in its own process group, judged by ``server``."""
 
-    def __init__(self, manifest: Path, out: Path, server: VLMServer) -> None:
+    _started = itertools.count()
+
+    def __init__(self, manifest: Path, out: Path, server: VLMServer, workers: int = 2) -> None:
+        # the run's requests carry its own key, so a request that a killed run's worker sent just
+        # before it died (and that the server reads only later) is never taken for this run's
+        self.token = f"run-{next(Run._started)}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("MMVERIFY_VLM_") and k != "MMVERIFY_OFFLINE"}
         env |= {
+            "OPENAI_API_KEY": self.token,
             "MMVERIFY_VLM_BASE_URL": server.url,
             "MMVERIFY_VLM_MODEL": MODEL,
             "MMVERIFY_VLM_CACHE": "off",  # every resumed item asks again: replies come only from the test
@@ -70,9 +77,15 @@ class Run:
         out.mkdir(parents=True, exist_ok=True)
         self.results = out / "results.jsonl"
         self.log = out.parent / f"{out.name}.stderr"
-        command = [sys.executable, "-m", "mmverify.cli", "score", str(manifest), "--out", str(out), "--workers", "2", "-q"]
+        command = [sys.executable, "-m", "mmverify.cli", "score", str(manifest), "--out", str(out), "--workers", str(workers), "-q"]
         with open(self.log, "ab") as stderr:
             self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, env=env, start_new_session=True)
+
+    def mine(self, request: RecordedRequest) -> bool:
+        return request.headers.get("authorization") == f"Bearer {self.token}"
+
+    def held(self, server: VLMServer) -> int:
+        return server.held_by(self.mine)
 
     def stderr(self) -> str:
         return self.log.read_text(errors="replace")[-4000:]
@@ -97,39 +110,39 @@ def _rows(path: Path) -> int:
 def _await_request(run: Run, server: VLMServer, done: Callable[[], bool] = lambda: False) -> bool:
     """Wait until the run has a judge request held (True) or ``done()`` holds (False)."""
     wait_until(
-        lambda: server.held > 0 or done() or run.process.poll() is not None,
+        lambda: run.held(server) > 0 or done() or run.process.poll() is not None,
         timeout=RUN_GUARD_S,
         message=lambda: f"a judge request ({_rows(run.results)} rows so far; stderr: {run.stderr()})",
     )
     assert run.process.poll() is None, f"the run exited with {run.process.returncode}: {run.stderr()}"
-    return server.held > 0 and not done()
+    return run.held(server) > 0 and not done()
 
 
 def _advance(run: Run, server: VLMServer, rows: int) -> None:
     """Release held replies one at a time until the results file holds ``rows`` complete rows.
 
-    After each release the next one waits for a new request: a worker asks again only once it has
-    finished an item, so replies never run more than the two workers' items ahead of the finished
-    ones, however slowly the parent writes rows."""
+    After each release the next one waits for a new request (a worker asks again only once it has
+    finished an item) or for both workers to be waiting, so replies never run more than the two
+    workers' items ahead of the finished ones, however slowly the parent writes rows."""
     reached = lambda: _rows(run.results) >= rows  # noqa: E731
     while _await_request(run, server, reached):
         seen = server.count
-        server.release(1)
+        server.release(1, run.mine)
         wait_until(
-            lambda: server.count > seen or reached() or run.process.poll() is not None,
+            lambda: server.count > seen or run.held(server) >= 2 or reached() or run.process.poll() is not None,
             timeout=RUN_GUARD_S,
             message=lambda: f"the next judge request ({_rows(run.results)} rows; stderr: {run.stderr()})",
         )
 
 
-def _kill_part_way(manifest: Path, out: Path, server: VLMServer, rows: int, mid_item: bool) -> None:
+def _kill_part_way(manifest: Path, out: Path, server: VLMServer, rows: int, mid_item: bool, workers: int = 2) -> None:
     """Start a run, let it write ``rows`` more rows, SIGKILL it; with ``mid_item`` the kill comes
     right after one more reply has gone out, while that item is being scored or written."""
-    run = Run(manifest, out, server)
+    run = Run(manifest, out, server, workers)
     _advance(run, server, _rows(run.results) + rows)
     if mid_item:
         _await_request(run, server)
-        server.release(1)
+        server.release(1, run.mine)
     run.kill()
     server.release(server.held)  # requests of the killed workers: nobody waits for their replies
 
@@ -161,9 +174,11 @@ def test_repeated_sigkills_at_random_points_then_resume(tmp_path: Path, judge_se
     judge_server.hold()
     rng = random.Random(7)
     out = tmp_path / "killed"
-    for _ in range(5):  # at most 5 x (3 + 2 in the workers + 1) rows < ITEMS: never the whole run
+    # one in-process scorer: each released reply is exactly the next row, so five kills at seeded
+    # random points stay well inside the run (the two-worker case is the test below)
+    for _ in range(5):  # at most 5 x (3 + 1) rows < ITEMS: never the whole run
         before = _rows(out / "results.jsonl")
-        _kill_part_way(manifest, out, judge_server, rng.randint(1, 3), mid_item=rng.random() < 0.5)
+        _kill_part_way(manifest, out, judge_server, rng.randint(1, 3), mid_item=rng.random() < 0.5, workers=1)
         partial = (out / "results.jsonl").read_bytes()
         assert partial.count(b"\n") > before and partial.count(b"\n") < ITEMS
         assert expected.startswith(partial[: partial.rfind(b"\n") + 1]), "complete rows are a prefix of the reference"
