@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytest
@@ -84,3 +85,23 @@ def slow_manifest(tmp_path, mmmg_instructions):
         for i in range(3)
     ]
     return write_manifest(tmp_path / "slow.jsonl", lines)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Any]]:
+    """Start reward servers on free loopback ports (``serve(reward=None, **ServerConfig options)``);
+    every one started is stopped after the test."""
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    from mmverify.pipelines.server import BackgroundServer, ServerConfig, create_app
+
+    servers: list[BackgroundServer] = []
+
+    def start(reward: Any = None, **config: Any) -> BackgroundServer:
+        server = BackgroundServer(create_app(ServerConfig(**config), reward=reward)).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,7 +27,7 @@ pytest.importorskip("uvicorn")
 
 from mmverify.api import score_items  # noqa: E402
 from mmverify.pipelines.reward import Reward  # noqa: E402
-from mmverify.pipelines.server import BackgroundServer, MicroBatcher, PathRedactor, ServerConfig, create_app  # noqa: E402
+from mmverify.pipelines.server import BackgroundServer, MicroBatcher, PathRedactor  # noqa: E402
 from tests.conftest import save_png  # noqa: E402
 from tests.pipelines.conftest import bordered  # noqa: E402
 from tests.waiting import wait_until  # noqa: E402
@@ -74,20 +74,6 @@ def media(tmp_path: Path) -> Path:
     save_png(root / "red.png", bordered("red", seed=1))
     save_png(tmp_path / "outside.png", bordered("green"))
     return root
-
-
-@pytest.fixture
-def serve() -> Callable[..., BackgroundServer]:
-    servers: list[BackgroundServer] = []
-
-    def start(reward: Reward | None = None, **config: Any) -> BackgroundServer:
-        server = BackgroundServer(create_app(ServerConfig(**config), reward=reward)).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def border_item(path_or_data: str, color: str = "green", inline: bool = False) -> dict:

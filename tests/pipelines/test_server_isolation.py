@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 
@@ -134,20 +134,6 @@ class ExplodingReward(HeldReward):
         if any(isinstance(item, dict) and item.get("instance_id") == "explode" for item in items):
             raise RuntimeError("/srv/secret/path: the pipeline broke")
         return rows
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[..., BackgroundServer]]:
-    servers: list[BackgroundServer] = []
-
-    def start(reward: Reward | None = None, **config: Any) -> BackgroundServer:
-        server = BackgroundServer(create_app(ServerConfig(**config), reward=reward)).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def send_all(port: int, bodies: list[bytes]) -> list[tuple[int, dict[str, str], bytes]]:
