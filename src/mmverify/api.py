@@ -30,8 +30,10 @@ def score_items(
     data_root: str | Path | None = None,
     timeout: float | None = None,
     profile: str = "mmmg",
+    in_flight: int = 1,
 ) -> list[dict[str, Any]]:
-    """Score items in this process; relative media paths resolve against ``base_dir``."""
+    """Score items in this process; relative media paths resolve against ``base_dir``.
+    ``in_flight`` > 1 scores that many items at once, their model calls batched (same rows)."""
     if instructions is not None and not isinstance(instructions, InstructionSet):
         instructions = InstructionSet(instructions)
     planner = Planner(
@@ -42,4 +44,4 @@ def score_items(
         profile=profile,
     )
     planned = [entry for number, item in enumerate(items, start=1) for entry in planner.plan_all(number, json.dumps(item))]
-    return list(LocalExecutor(timeout).run(planned))
+    return list(LocalExecutor(timeout, in_flight=in_flight).run(planned))

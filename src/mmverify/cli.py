@@ -120,6 +120,11 @@ def score_command(
     instructions: Optional[Path] = typer.Option(None, help="Instruction set folder (<task>.jsonl, image/, audio/).", rich_help_panel="Input"),
     tasks: Optional[str] = typer.Option(None, help="Comma-separated task ids to score (others are skipped).", rich_help_panel="Input"),
     workers: int = typer.Option(1, min=1, help="1: in-process; N>1: N worker processes (hard per-item timeout).", rich_help_panel="Execution"),
+    in_flight: int = typer.Option(
+        32, "--batch-items", min=1, rich_help_panel="Execution",
+        help="Items scored together (with --workers 1): their model calls share batches on the device; rows are "
+        "the same bytes as scored one at a time (1).",
+    ),
     executor: str = typer.Option("local", help="local (this machine) or ray (a local Ray instance or --ray-address).", rich_help_panel="Execution"),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster address (default: start a local instance).", rich_help_panel="Execution"),
     gpus_per_worker: float = typer.Option(0.0, min=0.0, help="GPUs each Ray worker requests (model backends on GPU).", rich_help_panel="Execution"),
@@ -250,6 +255,7 @@ def score_command(
         instructions=instructions,
         tasks=selected,
         workers=workers,
+        in_flight=in_flight,
         timeout=timeout or None,
         warmup_timeout=warmup_timeout or None,
         thresholds=threshold_map,

@@ -174,19 +174,20 @@ def test_cache_serves_repeated_clips_and_texts(tiny_clap, clips, tmp_path):
     cache = OutputCache(tmp_path / "cache.sqlite")
     clap = CountingClap(source=str(tiny_clap), batch_size=2, cache=cache)
     first = clap.embed_audio(clips)
-    assert sum(clap.audio_calls) == len(clips) and cache.hits == 0
+    # every forward runs on the fixed batch shape: 5 clips are 3 batches of 2 rows
+    assert clap.audio_calls == [2, 2, 2] and cache.hits == 0
     again = clap.embed_audio(clips)
-    assert sum(clap.audio_calls) == len(clips) and cache.hits == len(clips)
+    assert clap.audio_calls == [2, 2, 2] and cache.hits == len(clips)
     assert first.tobytes() == again.tobytes()
     # Another process (a fresh backend on the same cache file) reuses the entries; only the new clip runs.
     other = CountingClap(source=str(tiny_clap), cache=OutputCache(tmp_path / "cache.sqlite"))
     mixed = other.embed_audio([clips[0], tone(2.0, 100, 9), clips[2]])
-    assert other.audio_calls == [1] and other.cache.hits == 2
+    assert other.audio_calls == [8] and other.cache.hits == 2
     assert mixed[0].tobytes() == first[0].tobytes() and mixed[2].tobytes() == first[2].tobytes()
     texts = ["a bell", "a bell", "a drum"]
     clap.embed_text(texts)
     clap.embed_text(texts)
-    assert sum(clap.text_calls) == 3 and cache.hits == len(clips) + 3
+    assert clap.text_calls == [2, 2] and cache.hits == len(clips) + 3
 
 
 def test_zero_padding_fills_the_window_with_silence(tiny_clap, clips):
@@ -234,7 +235,7 @@ def test_an_empty_clip_is_ten_seconds_of_silence_when_zero_padding(tiny_clap):
 
 def test_padding_rule_keys_the_cache_and_the_front_end(tiny_clap, clips, tmp_path):
     cache = OutputCache(tmp_path / "cache.sqlite")
-    clap = CountingClap(source=str(tiny_clap), cache=cache)
+    clap = CountingClap(source=str(tiny_clap), batch_size=2, cache=cache)
     zero = clap.embed_audio(clips[:2])
     tiled = clap.embed_audio(clips[:2], padding="repeat")
     assert clap.audio_calls == [2, 2] and cache.hits == 0  # no entry is served across padding rules
@@ -309,10 +310,10 @@ def test_front_end_and_precision_are_part_of_the_fingerprint(tiny_clap, clips, t
     # No cached embedding is served across front ends or precisions.
     cache = OutputCache(tmp_path / "cache.sqlite")
     for features, precision in variants:
-        backend = CountingClap(source=str(tiny_clap), features=features, precision=precision, cache=cache)
+        backend = CountingClap(source=str(tiny_clap), features=features, precision=precision, cache=cache, batch_size=2)
         backend.embed_audio(clips[:2])
         backend.embed_text(["a bell"])
-        assert backend.audio_calls == [2] and backend.text_calls == [1]
+        assert backend.audio_calls == [2] and backend.text_calls == [2]  # one text, padded to the batch shape
     assert cache.hits == 0
 
 
@@ -431,9 +432,10 @@ def test_laion_clap_loads_weights_safely_offline_and_crops(fake_laion_clap, tmp_
     assert torch.equal(backend._module.model.weight, weights["module.weight"])
 
     audio = backend.embed_audio([tone(15.0, 300), tone(2.0, 300)])
-    assert fake_laion_clap["lengths"] == [[10 * SR, 10 * SR]]  # cropped; zero-padded by default
+    # cropped; zero-padded by default; the batch filled to its fixed shape with copies of its first clip
+    assert fake_laion_clap["lengths"] == [[10 * SR] * backend.batch_size]
     backend.embed_audio([tone(2.0, 300)], padding="repeat")
-    assert fake_laion_clap["lengths"][-1] == [2 * SR]  # laion_clap repeat-pads it itself
+    assert fake_laion_clap["lengths"][-1] == [2 * SR] * backend.batch_size  # laion_clap repeat-pads it itself
     np.testing.assert_allclose(np.linalg.norm(audio, axis=1), 1.0, atol=1e-6)
     assert backend.embed_text(["one text"]).shape == (1, 3)
 

@@ -137,12 +137,12 @@ def test_silence_is_uniform_and_short_clips_work(tiny_gender):
 def test_cache_hits_skip_the_model(tiny_gender, clips, tmp_path):
     cache = OutputCache(tmp_path / "cache.sqlite")
     CountingGender.computed = 0
-    first = CountingGender(source=str(tiny_gender), device="cpu", cache=cache).classify(clips)
+    first = CountingGender(source=str(tiny_gender), device="cpu", cache=cache, batch_size=1).classify(clips)  # rows = clips
     assert CountingGender.computed == 4 and len(cache) == 4
     # A clip that differs only after 5 s is the same input as far as the classifier is concerned.
     long_a = np.concatenate([chirp(5.0, 150, 250, 11), noise(1.0, 1)])
     long_b = np.concatenate([chirp(5.0, 150, 250, 11), noise(2.0, 2)])
-    second = CountingGender(source=str(tiny_gender), device="cpu", cache=cache).classify(clips + [long_a, long_b])
+    second = CountingGender(source=str(tiny_gender), device="cpu", cache=cache, batch_size=1).classify(clips + [long_a, long_b])
     assert CountingGender.computed == 5
     assert second[:4] == first and second[4] == second[5]
 

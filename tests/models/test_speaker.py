@@ -150,10 +150,10 @@ def test_wavlm_silent_and_very_short_clips(tiny_wavlm):
 def test_wavlm_cache_hits_skip_the_model(tiny_wavlm, clips, tmp_path):
     cache = OutputCache(tmp_path / "cache.sqlite")
     CountingWavLM.computed = 0
-    backend = CountingWavLM(source=str(tiny_wavlm), device="cpu", cache=cache)
+    backend = CountingWavLM(source=str(tiny_wavlm), device="cpu", cache=cache, batch_size=1)  # rows = clips
     first = backend.embed(clips)
     assert CountingWavLM.computed == 5 and len(cache) == 5
-    again = CountingWavLM(source=str(tiny_wavlm), device="cpu", cache=cache).embed(clips[:2] + [chirp(0.8, 90, 90, 9)])
+    again = CountingWavLM(source=str(tiny_wavlm), device="cpu", cache=cache, batch_size=1).embed(clips[:2] + [chirp(0.8, 90, 90, 9)])
     assert CountingWavLM.computed == 6 and cache.hits >= 2
     np.testing.assert_array_equal(again[:2], first[:2])
 

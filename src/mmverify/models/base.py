@@ -26,6 +26,11 @@ _SMALL_FILE = 16 * 1024 * 1024
 _EDGE = 1024 * 1024
 
 
+# One model loads at a time in a process: transformers builds models under process-wide state (the
+# meta-device initialisation context), and two loads in two threads corrupt each other.
+_LOAD_LOCK = threading.RLock()
+
+
 class ModelUnavailable(ScoringError):
     """The backend cannot be used here (package missing, weights absent, offline)."""
 
@@ -176,7 +181,8 @@ class Backend(ABC):
             else:
                 self.device = "cpu"
             try:
-                self._load(self.local_path())
+                with _LOAD_LOCK:
+                    self._load(self.local_path())
             except ImportError as exc:
                 raise ModelUnavailable(self.name, f"cannot import what it needs ({exc}); pip install \"mmverify[{self.extra}]\"") from None
             self._loaded = True

@@ -50,6 +50,7 @@ from typing import Any, Callable, ClassVar, Iterator, Sequence
 import numpy as np
 
 from .base import Backend, ModelUnavailable, safe_torch_load, validate_waveform
+from .batching import forward
 from .cache import OutputCache, array_digest
 from .clap_features import PADDINGS, check_padding, crop_offset, deterministic_crop
 
@@ -133,19 +134,21 @@ class _ClapBackend(Backend):
         raise NotImplementedError
 
     def _cached(
-        self, kind: str, keys: list[str], items: list[Any], compute: Callable[[list[Any]], np.ndarray]
+        self, kind: str, keys: list[str], items: list[Any], compute: Callable[[list[Any]], np.ndarray], forward_kind: Any,
+        shape: Callable[[Any], Any] = lambda _: None,
     ) -> np.ndarray:
+        """Unit rows of ``items``: cached ones looked up, the rest computed through
+        :func:`~mmverify.models.batching.forward` (``forward_kind`` names the computation)."""
         rows: list[np.ndarray | None] = [None] * len(items)
         if self.cache is not None:
             for i, key in enumerate(keys):
                 rows[i] = self.cache.get_array(key)
         todo = [i for i, row in enumerate(rows) if row is None]
-        for batch in self.batches(todo):
-            embedded = _l2_rows(compute([items[i] for i in batch]))
-            for i, row in zip(batch, embedded):
-                rows[i] = row
-                if self.cache is not None:
-                    self.cache.put_array(keys[i], kind, row)
+        embedded = forward(self, forward_kind, [items[i] for i in todo], lambda batch: _l2_rows(compute(batch)), self.batch_size, shape)
+        for i, row in zip(todo, embedded):
+            rows[i] = row
+            if self.cache is not None:
+                self.cache.put_array(keys[i], kind, row)
         if not rows:
             return np.zeros((0, self.embedding_dim()), dtype=np.float32)
         return np.ascontiguousarray(np.stack(rows), dtype=np.float32)  # type: ignore[arg-type]
@@ -190,7 +193,7 @@ class _ClapBackend(Backend):
             )
             for d in digests
         ] if self.cache is not None else []
-        return self._cached("clap_audio", keys, prepared, lambda batch: self._compute_audio(batch, padding))
+        return self._cached("clap_audio", keys, prepared, lambda batch: self._compute_audio(batch, padding), ("clap_audio", padding))
 
     def embed_text(self, texts: Sequence[str]) -> np.ndarray:
         """(N, D) float32 unit rows in the same space as :meth:`embed_audio`."""
@@ -199,7 +202,11 @@ class _ClapBackend(Backend):
         keys = [
             OutputCache.key(self.fingerprint, "clap_text", hashlib.sha256(t.encode("utf-8")).hexdigest()) for t in items
         ] if self.cache is not None else []
-        return self._cached("clap_text", keys, items, self._compute_text)
+        return self._cached("clap_text", keys, items, self._compute_text, "clap_text", self._text_shape)
+
+    def _text_shape(self, text: str) -> Any:
+        """What decides a text's input shape: texts of one shape share a batch unpadded."""
+        return None
 
 
 class ClapFrontEnd:
@@ -371,6 +378,10 @@ class HFClap(_ClapBackend):
         with torch.inference_mode():
             output = self._model.get_audio_features(input_features=features, is_longer=is_longer)
         return _pooled(output).float().cpu().numpy()
+
+    def _text_shape(self, text: str) -> int:
+        # the tokenizer pads to the longest text of a batch: only texts of one length share one
+        return len(self._tokenizer(text, truncation=True, max_length=self._max_text_tokens)["input_ids"])
 
     def _compute_text(self, texts: list[str]) -> np.ndarray:
         torch = self._torch

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..core.settings import default_cache_dir
 from .base import Backend, ModelUnavailable, checkpoint_digest, is_local
+from .batching import forward
 
 DEFAULT_TYPE = "ensemble"
 
@@ -229,11 +230,11 @@ class DreamSimBackend(Backend):
         self.ensure_loaded()
         import torch
 
-        scores: list[float] = []
-        for batch in self.batches(pairs):
+        def distances(batch: list[tuple[np.ndarray, np.ndarray]]) -> list[float]:
             left = self._batch_tensor([a for a, _ in batch])
             right = self._batch_tensor([b for _, b in batch])
             with self._lock, torch.inference_mode():  # dreamsim's feature hooks keep per-call state
-                distance = self._model(left, right).reshape(-1).float().cpu().numpy()
-            scores.extend(float(s) for s in np.clip(1.0 - distance.astype(np.float64), 0.0, 1.0))
-        return scores
+                return self._model(left, right).reshape(-1).float().cpu().numpy().tolist()
+
+        distance = np.asarray(forward(self, "dreamsim", pairs, distances, self.batch_size), dtype=np.float64)
+        return [float(s) for s in np.clip(1.0 - distance, 0.0, 1.0)]

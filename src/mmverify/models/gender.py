@@ -64,13 +64,15 @@ class Wav2Vec2Gender(ClipBackend):
         head = validate_waveform(clip)[:size]
         return np.pad(head, (0, size - head.size)) if head.size < size else head
 
+    def _known_output(self, clip: np.ndarray) -> np.ndarray | None:
+        """A silent window is no evidence either way: uniform probabilities."""
+        return np.full(len(self.labels), 1.0 / len(self.labels), dtype=np.float32) if is_silent(clip) else None
+
     def _compute(self, clips: list[np.ndarray]) -> list[np.ndarray]:
         torch = self._torch
-        out = np.full((len(clips), len(self.labels)), 1.0 / len(self.labels), dtype=np.float32)
-        voiced = [i for i, clip in enumerate(clips) if not is_silent(clip)]
-        padded = {i: pad_to(clips[i], self._min_samples) for i in voiced}
-        for group in length_groups([padded[i].size for i in voiced], self.batch_size, self._pad_ok):
-            rows = [voiced[j] for j in group]
+        out = np.zeros((len(clips), len(self.labels)), dtype=np.float32)
+        padded = [pad_to(clip, self._min_samples) for clip in clips]
+        for rows in length_groups([clip.size for clip in padded], self.batch_size, self._pad_ok):
             inputs = self._extractor(
                 [padded[i] for i in rows], sampling_rate=self.sample_rate, padding=True,
                 return_attention_mask=True, return_tensors="pt",

@@ -22,6 +22,7 @@ from typing import Any, Callable, ClassVar, Iterator, Sequence
 import numpy as np
 
 from .base import Backend, ModelUnavailable, safe_torch_load, validate_waveform
+from .batching import forward
 from .cache import OutputCache, array_digest
 
 SILENCE_PEAK = 1e-4  # -80 dBFS: below this a clip carries no usable voice
@@ -87,6 +88,10 @@ class ClipBackend(Backend):
     def _cache_params(self) -> dict[str, Any]:
         return {"sr": self.sample_rate, "prep": _PREPROCESS}
 
+    def _known_output(self, clip: np.ndarray) -> np.ndarray | None:
+        """The output of a clip the model need not see (a silent one), else None."""
+        return None
+
     def _outputs(self, clips: Sequence[np.ndarray], compute: Callable[[list[np.ndarray]], list[np.ndarray]]) -> list[np.ndarray]:
         """One float32 vector per clip, from the cache where possible; misses computed together,
         each distinct clip once."""
@@ -105,7 +110,10 @@ class ClipBackend(Backend):
                 first.setdefault(digests[i], i)
         if first:
             todo = list(first.values())
-            computed = dict(zip(todo, compute([arrays[i] for i in todo])))
+            computed: dict[int, Any] = {i: self._known_output(arrays[i]) for i in todo}
+            run = [i for i in todo if computed[i] is None]
+            # only clips of one length share a (fixed-shape) batch: see models/batching.py
+            computed.update(zip(run, forward(self, self.kind, [arrays[i] for i in run], compute, self.batch_size, len)))
             for i in todo:
                 row = np.asarray(computed[i], dtype=np.float32)
                 if self.cache is not None:
@@ -128,12 +136,11 @@ class SpeakerBackend(ClipBackend):
         """Raw embeddings (N, D) of clips that all carry signal."""
         raise NotImplementedError
 
+    def _known_output(self, clip: np.ndarray) -> np.ndarray | None:
+        return np.zeros(self.embedding_dim(), dtype=np.float32) if is_silent(clip) else None
+
     def _compute(self, clips: list[np.ndarray]) -> list[np.ndarray]:
-        out = np.zeros((len(clips), self.embedding_dim()), dtype=np.float32)
-        voiced = [i for i, clip in enumerate(clips) if not is_silent(clip)]
-        if voiced:
-            out[voiced] = self._embed_voiced([clips[i] for i in voiced])
-        return list(out)
+        return list(self._embed_voiced(clips))
 
     def embed(self, clips: Sequence[np.ndarray]) -> np.ndarray:
         """(N, D) float32 rows of unit norm (all-zero for silent clips)."""
@@ -379,22 +386,16 @@ class ResemblyzerSpeaker(SpeakerBackend):
     def _embed_voiced(self, clips: list[np.ndarray]) -> np.ndarray:
         torch = self._torch
         out = np.zeros((len(clips), self._dim), dtype=np.float32)
-        for batch in self.batches(list(range(len(clips)))):
-            partials = {i: self._partials(clips[i]) for i in batch}
-            voiced = [i for i in batch if partials[i] is not None]
-            if not voiced:
+        for i, clip in enumerate(clips):
+            # One clip per forward pass: the number of partials depends on how much voice the
+            # VAD keeps, so a batch of several clips would have a content-dependent shape.
+            partials = self._partials(clip)
+            if partials is None:
                 continue
-            # Partials all have the same number of frames, so one forward pass serves every clip.
-            mels = torch.from_numpy(np.concatenate([partials[i] for i in voiced])).to(self.device)
             with torch.inference_mode():
-                _, (hidden, _) = self._net["lstm"](mels)
+                _, (hidden, _) = self._net["lstm"](torch.from_numpy(partials).to(self.device))
                 raw = torch.relu(self._net["linear"](hidden[-1]))
                 per_partial = raw / torch.norm(raw, dim=1, keepdim=True).clamp_min(1e-12)
-            per_partial_np = per_partial.float().cpu().numpy()
-            start = 0
-            for i in voiced:
-                count = partials[i].shape[0]  # type: ignore[union-attr]
-                out[i] = per_partial_np[start : start + count].mean(axis=0)
-                start += count
+            out[i] = per_partial.float().cpu().numpy().mean(axis=0)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return np.where(norms > 0, out / np.maximum(norms, 1e-12), 0.0).astype(np.float32)

@@ -185,7 +185,16 @@ def score_locally(item: WorkItem, timeout: float | None, warmup_timeout: float |
 class LocalExecutor:
     timeout: float | None = None
     warmup_timeout: float | None = DEFAULT_WARMUP_TIMEOUT
+    in_flight: int = 1  # items scored together, their model calls batched (see pipelines/batch.py)
+
+    def _alone(self, item: WorkItem) -> dict[str, Any]:
+        return score_locally(item, self.timeout, self.warmup_timeout)
 
     def run(self, planned: Iterable[Planned]) -> Iterator[dict[str, Any]]:
+        if self.in_flight > 1:
+            from .batch import score_together
+
+            yield from score_together(planned, self._alone, in_flight=self.in_flight, timeout=self.timeout)
+            return
         for entry in planned:
-            yield entry if isinstance(entry, dict) else score_locally(entry, self.timeout, self.warmup_timeout)
+            yield entry if isinstance(entry, dict) else self._alone(entry)

@@ -21,19 +21,14 @@ and rows.
 
 from __future__ import annotations
 
-import ctypes
-import itertools
 import json
 import math
 import os
 import re
 import sys
-import threading
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Mapping, NamedTuple, Sequence, Union
+from typing import Any, Iterable, Literal, Mapping, NamedTuple, Sequence, Union
 
 
 from ..core.errors import ErrorCode
@@ -42,7 +37,11 @@ from ..core.media import DEFAULT_LIMITS, MediaLimits
 from ..core.registry import UnknownIdError
 from ..data.instructions import InstructionSet
 from ..tasks.catalog import task_info
-from .execute import DEFAULT_WARMUP_TIMEOUT, ItemTimeout, error_row, fits, is_warm, score_item, warm_up, warmup_timeout_row
+from .deadlines import deadline
+from .batch import DEFAULT_IN_FLIGHT, score_together
+from .execute import (
+    DEFAULT_WARMUP_TIMEOUT, ItemTimeout, error_row, fits, is_warm, score_item, timeout_row, warm_up, warmup_timeout_row,
+)
 from .plan import KEY_SCHEME, Planner, WorkItem
 from .results import make_row
 from .thresholds import Threshold, load_thresholds, parse_thresholds
@@ -239,76 +238,6 @@ class RewardBatch:
         return [row["components"].get(name) for row in self.rows]
 
 
-# -- per-item deadline that works on any thread ---------------------------------------------------
-
-
-def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None)
-
-
-class _Watchdog:
-    """One daemon thread holding every armed deadline (a timer thread per item would cost more
-    than scoring a cheap item)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._armed: dict[int, tuple[float, int]] = {}  # token -> (due time, thread id)
-        self._tokens = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def arm(self, seconds: float) -> int:
-        with self._cond:
-            token = next(self._tokens)
-            self._armed[token] = (time.monotonic() + seconds, threading.get_ident())
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="mmverify-deadlines", daemon=True)
-                self._thread.start()
-            self._cond.notify()
-            return token
-
-    def disarm(self, token: int) -> bool:
-        """Forget a deadline; True when it had already fired."""
-        with self._cond:
-            return self._armed.pop(token, None) is None
-
-    def _run(self) -> None:
-        with self._cond:
-            while True:
-                if not self._armed:
-                    self._cond.wait()
-                    continue
-                token, (due, thread_id) = min(self._armed.items(), key=lambda entry: entry[1][0])
-                wait = due - time.monotonic()
-                if wait > 0:
-                    self._cond.wait(wait)
-                    continue
-                del self._armed[token]
-                _set_async_exc(thread_id, ItemTimeout)
-
-
-_WATCHDOG = _Watchdog()
-
-
-@contextmanager
-def deadline(seconds: float | None) -> Iterator[None]:
-    """Raise :class:`ItemTimeout` in the calling thread after ``seconds``.
-
-    SIGALRM only reaches the main thread and would clobber a trainer's own alarm (verl times its
-    reward calls with one), so a watchdog thread injects the exception instead.  Like a signal, it
-    is delivered between Python bytecodes: a long native call finishes first.
-    """
-    if not seconds:
-        yield
-        return
-    target = threading.get_ident()
-    token = _WATCHDOG.arm(seconds)
-    try:
-        yield
-    finally:
-        if _WATCHDOG.disarm(token):
-            _set_async_exc(target, None)  # fired: drop the exception if it has not been delivered yet
-
-
 # -- model configuration --------------------------------------------------------------------------
 PRECISIONS = ("fp32", "bf16", "fp16")
 
@@ -406,6 +335,8 @@ class Reward:
     seconds.  ``on_error``: "none" (default), "nan", "zero" or "raise".  ``models``, ``device``,
     ``offline``, ``cache_dir``, ``env``: model and judge configuration (see :func:`configure_models`).
     ``profile``: "mmmg" (the published evaluator's rules) or "strict" (this project's corrections).
+    ``in_flight``: how many items of a batch are scored at once, their model forwards merged into
+    shared batches (rows are the same bytes as scored one by one; see :mod:`.batch`).
     """
 
     task: str | Sequence[str] | None = None
@@ -425,11 +356,14 @@ class Reward:
     limits: MediaLimits = DEFAULT_LIMITS
     profile: str = "mmmg"
     precision: str | None = None  # fp32 | bf16 | fp16 for torch backends (default fp32)
+    in_flight: int = DEFAULT_IN_FLIGHT  # items of a batch scored together, their model calls batched (1: one by one)
     tasks: frozenset[str] | None = field(init=False)  # the tasks this reward scores (None: any)
     fixed_task: str | None = field(init=False)  # the task of items that name none
     _planner: Planner = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.in_flight < 1:
+            raise ValueError("in_flight must be >= 1")
         if self.on_error not in ERROR_POLICIES:
             raise ValueError(f"on_error must be one of {', '.join(ERROR_POLICIES)}, got {self.on_error!r}")
         if self.timeout is not None and self.timeout <= 0:
@@ -551,6 +485,8 @@ class Reward:
         if lines is not None and len(lines) != len(items):
             raise ValueError(f"got {len(lines)} line numbers for {len(items)} items")
         planned = [self._plan_one(lines[i] if lines is not None else i + 1, item, convert) for i, item in enumerate(items)]
+        if self.in_flight > 1:
+            return list(score_together(planned, self._score, in_flight=self.in_flight, timeout=self.timeout))
         return [entry if isinstance(entry, dict) else self._score(entry) for entry in planned]
 
     def _score(self, entry: WorkItem) -> dict[str, Any]:
@@ -568,7 +504,7 @@ class Reward:
             with deadline(self.timeout):
                 return score_item(entry)
         except ItemTimeout:
-            return error_row(entry, ErrorCode.TIMEOUT, f"scoring took longer than {self.timeout:g} s")
+            return timeout_row(entry, self.timeout)
         except Exception as exc:  # score_item turns failures into rows; this guards the guard
             return error_row(entry, ErrorCode.INTERNAL, describe_exception(exc))
 

@@ -31,6 +31,7 @@ class ScoreConfig:
     instructions: Path | None = None
     tasks: frozenset[str] | None = None
     workers: int = 1
+    in_flight: int = 32  # items scored together in one process, their model calls batched (1: one by one)
     timeout: float | None = 300.0
     warmup_timeout: float | None = 600.0  # worker start-up and each task's first use, apart from timeout
     thresholds: Mapping[str, Threshold] = field(default_factory=dict)
@@ -53,6 +54,8 @@ class ScoreConfig:
             raise ValueError(f"aggregate must be one of {', '.join(AGGREGATIONS)}")
         if self.workers < 1:
             raise ValueError("workers must be >= 1")
+        if self.in_flight < 1:
+            raise ValueError("in_flight must be >= 1")
         if self.limit is not None and self.limit < 1:
             raise ValueError("limit must be >= 1")
         if self.executor not in ("local", "ray"):
@@ -70,6 +73,7 @@ class ScoreConfig:
             "instructions": str(self.instructions) if self.instructions else None,
             "tasks": sorted(self.tasks) if self.tasks else None,
             "workers": self.workers,
+            "in_flight": self.in_flight,
             "executor": self.executor,
             "timeout_s": self.timeout,
             "warmup_timeout_s": self.warmup_timeout,
@@ -198,7 +202,7 @@ def make_executor(config: ScoreConfig) -> Any:
             config.workers, config.timeout, config.ray_address, config.gpus_per_worker, warmup_timeout=config.warmup_timeout
         )
     if config.workers == 1:
-        return LocalExecutor(config.timeout, config.warmup_timeout)
+        return LocalExecutor(config.timeout, config.warmup_timeout, config.in_flight)
     from .pool import ProcessExecutor
 
     return ProcessExecutor(workers=config.workers, timeout=config.timeout, warmup_timeout=config.warmup_timeout)

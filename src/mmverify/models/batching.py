@@ -1,0 +1,235 @@
+"""Model forwards on fixed batch shapes, merged across the items scored together.
+
+Every backend runs its model through :func:`forward`.  Inputs are grouped by shape, cut into
+chunks of the backend's batch size, and each chunk is padded to exactly that many rows (copies of
+its first input) before the model sees it.  Kernels pick their algorithm, and so their summation
+order, by tensor shape: a clip embedded beside three others and beside seven differs in the last
+bits.  With one shape per backend, a row's output depends on its own input alone, so items scored
+together -- their requests merged into shared batches -- give the same bytes as items scored one
+at a time.  The price is that a lone input costs a whole batch; lower a backend's ``batch_size``
+(``--model audio_text=clap-hf?batch_size=2``) where items come one by one.
+
+Outside a :class:`BatchRound`, :func:`forward` computes at once in the calling thread.  Inside one
+(items scored together, see :mod:`mmverify.pipelines.batch`), the item's thread hands its request
+to the round's device thread and waits.  The device thread runs a chunk as soon as a full batch of
+one kind is waiting, and everything that waits once every item thread of the round is waiting on a
+model or done -- so decoding and resampling of some items overlap the model work of others.  A
+chunk that fails is run again request by request, so one bad input fails only its own item.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Iterator, Sequence
+
+Compute = Callable[[list[Any]], Sequence[Any]]
+ShapeOf = Callable[[Any], Hashable]
+_POLL_S = 0.05  # how often a waiting item thread wakes, so a deadline raised in it is delivered
+
+
+def _one_shape(_: Any) -> None:
+    return None
+
+
+def shape_chunks(shapes: Sequence[Hashable], batch_size: int) -> list[list[int]]:
+    """Indices grouped by shape (in order of first appearance), cut into chunks of ``batch_size``."""
+    groups: dict[Hashable, list[int]] = {}
+    for index, shape in enumerate(shapes):
+        groups.setdefault(shape, []).append(index)
+    return [members[i : i + batch_size] for members in groups.values() for i in range(0, len(members), batch_size)]
+
+
+def run_chunk(compute: Compute, inputs: list[Any], batch_size: int) -> list[Any]:
+    """``compute`` on ``inputs`` padded to ``batch_size`` rows; the outputs of the real rows."""
+    if not 0 < len(inputs) <= batch_size:
+        raise ValueError(f"a chunk holds 1..{batch_size} inputs, got {len(inputs)}")
+    padded = inputs + [inputs[0]] * (batch_size - len(inputs))
+    outputs = compute(padded)
+    if len(outputs) != batch_size:
+        raise RuntimeError(f"a batch of {batch_size} inputs gave {len(outputs)} outputs")
+    return [outputs[i] for i in range(len(inputs))]
+
+
+def compute_now(inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = _one_shape) -> list[Any]:
+    """Outputs of ``compute`` for ``inputs``, in order, computed in fixed-shape chunks here and now."""
+    items = list(inputs)
+    outputs: list[Any] = [None] * len(items)
+    for chunk in shape_chunks([shape(item) for item in items], batch_size):
+        for index, output in zip(chunk, run_chunk(compute, [items[i] for i in chunk], batch_size)):
+            outputs[index] = output
+    return outputs
+
+
+_LOCAL = threading.local()
+
+
+def current_round() -> "BatchRound | None":
+    return getattr(_LOCAL, "round", None)
+
+
+def forward(
+    owner: object, kind: Hashable, inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = _one_shape
+) -> list[Any]:
+    """One output per input, in order.  ``kind`` must name everything besides the inputs that
+    changes ``compute``'s result (a padding rule, a language): requests of one ``owner`` and
+    ``kind`` share batches and are computed by whichever of their ``compute`` comes first."""
+    items = list(inputs)
+    if not items:
+        return []
+    batch_round = current_round()
+    if batch_round is None:
+        return compute_now(items, compute, batch_size, shape)
+    return batch_round.submit(owner, kind, items, compute, batch_size, shape)
+
+
+@dataclass(eq=False)
+class _Request:
+    size: int
+    outputs: list[Any] = field(default_factory=list)
+    filled: int = 0
+    error: BaseException | None = None
+    finished: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.outputs = [None] * self.size
+
+
+@dataclass(eq=False)
+class _Group:
+    compute: Compute
+    batch_size: int
+    entries: deque = field(default_factory=deque)  # (request, index, input)
+
+
+class BatchRound:
+    """Items scored together: their model requests are merged per backend and kind, and run on
+    one device thread.  Item threads join with :meth:`member`."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._groups: dict[tuple[int, Hashable, Hashable], _Group] = {}
+        self._owners: dict[int, object] = {}  # keeps owners alive so their ids stay unique
+        self._members = 0
+        self._waiting = 0
+        self._closed = False
+        self.batches_run = 0
+        self._device = threading.Thread(target=self._serve, name="mmverify-device", daemon=True)
+        self._device.start()
+
+    # -- item threads -------------------------------------------------------------------------
+    @contextmanager
+    def member(self) -> Iterator[None]:
+        """The calling thread's model requests go through this round while inside."""
+        with self._cond:
+            self._members += 1
+        previous = current_round()
+        _LOCAL.round = self
+        try:
+            yield
+        finally:
+            _LOCAL.round = previous
+            with self._cond:
+                self._members -= 1
+                self._cond.notify_all()
+
+    def submit(
+        self, owner: object, kind: Hashable, inputs: list[Any], compute: Compute, batch_size: int, shape: ShapeOf
+    ) -> list[Any]:
+        request = _Request(len(inputs))
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the batch round is closed")
+            self._owners[id(owner)] = owner
+            for index, item in enumerate(inputs):
+                key = (id(owner), kind, shape(item))
+                group = self._groups.get(key)
+                if group is None:
+                    group = self._groups[key] = _Group(compute, batch_size)
+                group.entries.append((request, index, item))
+            self._waiting += 1
+            self._cond.notify_all()
+        try:
+            while not request.done.wait(_POLL_S):
+                pass
+        except BaseException:  # a deadline or an interrupt: nobody waits for these outputs any more
+            with self._cond:
+                self._finish(request)
+            raise
+        if request.error is not None:
+            raise request.error
+        return request.outputs
+
+    # -- the device thread ----------------------------------------------------------------------
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def _finish(self, request: _Request, error: BaseException | None = None) -> None:
+        """Mark ``request`` answered (lock held); its thread stops counting as waiting."""
+        if request.finished:
+            return
+        request.finished = True
+        request.error = error
+        self._waiting -= 1
+        request.done.set()
+        self._cond.notify_all()
+
+    def _take(self) -> list[tuple[_Group, list[tuple[_Request, int, Any]]]]:
+        """Chunks ready to run (lock held): any full batch; everything once no member is working."""
+        for group in self._groups.values():
+            if len(group.entries) >= group.batch_size:
+                return [(group, [group.entries.popleft() for _ in range(group.batch_size)])]
+        if self._waiting < self._members and not self._closed:
+            return []
+        work = []
+        for group in self._groups.values():
+            while group.entries:
+                work.append((group, [group.entries.popleft() for _ in range(min(group.batch_size, len(group.entries)))]))
+        return work
+
+    def _serve(self) -> None:
+        while True:
+            with self._cond:
+                work = self._take()
+                while not work:
+                    if self._closed:
+                        return
+                    self._cond.wait()
+                    work = self._take()
+            for group, chunk in work:
+                self._run(group, chunk)
+
+    def _run(self, group: _Group, chunk: list[tuple[_Request, int, Any]]) -> None:
+        live = [entry for entry in chunk if not entry[0].finished]
+        if not live:
+            return
+        answers: dict[int, Any] = {}  # position in live -> output
+        failures: dict[_Request, BaseException] = {}
+        try:
+            outputs = run_chunk(group.compute, [item for _, _, item in live], group.batch_size)
+            answers = dict(enumerate(outputs))
+        except Exception:
+            for request in dict.fromkeys(entry[0] for entry in live):
+                positions = [p for p, entry in enumerate(live) if entry[0] is request]
+                try:
+                    outputs = run_chunk(group.compute, [live[p][2] for p in positions], group.batch_size)
+                    answers.update(zip(positions, outputs))
+                except Exception as exc:  # this request's own inputs fail: only its item pays
+                    failures[request] = exc
+        with self._cond:
+            self.batches_run += 1
+            for position, (request, index, _) in enumerate(live):
+                if request.finished:
+                    continue
+                if request in failures:
+                    self._finish(request, failures[request])
+                    continue
+                request.outputs[index] = answers[position]
+                request.filled += 1
+                if request.filled == request.size:
+                    self._finish(request)

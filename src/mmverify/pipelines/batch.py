@@ -1,0 +1,114 @@
+"""Score many items together so that their model calls share batches.
+
+Up to ``in_flight`` items are scored at once, each in its own thread: decoding, resampling and
+cutting segments run there, and every model forward an item asks for goes to one
+:class:`~mmverify.models.batching.BatchRound`, whose device thread merges the requests of all
+items per backend into fixed-shape batches.  A row is therefore the same bytes as when its item is
+scored alone (see :mod:`mmverify.models.batching`), and rows come out in plan order.
+
+What stays as it was:
+
+* items of tasks that use no model or judge are scored right here: there is nothing to batch;
+* an item whose task is cold (its first use in this process) is scored alone, under the warm-up
+  budget, once the items in flight are done -- model loading never races a batch;
+* each item has its own time limit (a deadline raised in its thread; a late item gets a
+  ``timeout`` row and its pending model requests are dropped) and its own typed error row: a bad
+  input in a shared batch fails only its own item.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any, Callable, Iterable, Iterator
+
+from ..core.errors import ErrorCode
+from ..models.batching import BatchRound
+from ..tasks.catalog import CATALOG
+from .deadlines import deadline
+from .execute import ItemTimeout, Planned, error_row, is_warm, score_item, timeout_row
+from .plan import WorkItem
+
+Row = dict[str, Any]
+DEFAULT_IN_FLIGHT = 32
+
+
+class _Slot:
+    """One planned entry's place in the output order."""
+
+    def __init__(self, row: Row | None = None) -> None:
+        self.row = row
+        self.done = threading.Event()
+        if row is not None:
+            self.done.set()
+
+
+def uses_models(item: WorkItem) -> bool:
+    """Whether the item's task calls a model or a judge (tasks outside the catalog are assumed to)."""
+    info = CATALOG.get(item.task)
+    return info is None or bool(info.needs)
+
+
+def _score_member(batch_round: BatchRound, item: WorkItem, timeout: float | None, slot: _Slot, free: threading.Semaphore) -> None:
+    try:
+        with batch_round.member():
+            try:
+                with deadline(timeout):
+                    slot.row = score_item(item)
+            except ItemTimeout:
+                slot.row = timeout_row(item, timeout)
+    except BaseException as exc:  # noqa: BLE001  (a thread must leave a row, whatever happened)
+        slot.row = error_row(item, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+    finally:
+        slot.done.set()
+        free.release()
+
+
+def _finished_head(slots: deque[_Slot]) -> Iterator[Row]:
+    while slots and slots[0].done.is_set():
+        yield slots.popleft().row  # type: ignore[misc]
+
+
+def _all(slots: deque[_Slot]) -> Iterator[Row]:
+    while slots:
+        slots[0].done.wait()
+        yield slots.popleft().row  # type: ignore[misc]
+
+
+def score_together(
+    planned: Iterable[Planned],
+    score_alone: Callable[[WorkItem], Row],
+    *,
+    in_flight: int = DEFAULT_IN_FLIGHT,
+    timeout: float | None = None,
+) -> Iterator[Row]:
+    """Rows of ``planned`` in order; entries that are already rows pass through.
+
+    ``score_alone`` scores one item the ordinary way (warm-up budget, then the item's limit): it
+    takes items without model work and items whose task is cold.
+    """
+    if in_flight < 1:
+        raise ValueError("in_flight must be >= 1")
+    batch_round = BatchRound()
+    slots: deque[_Slot] = deque()
+    free = threading.Semaphore(in_flight)
+    try:
+        for entry in planned:
+            if isinstance(entry, dict):
+                slots.append(_Slot(entry))
+            elif not uses_models(entry):
+                slots.append(_Slot(score_alone(entry)))
+            elif not is_warm(entry):
+                yield from _all(slots)  # loading a model never races the items in flight
+                slots.append(_Slot(score_alone(entry)))
+            else:
+                free.acquire()
+                slot = _Slot()
+                slots.append(slot)
+                threading.Thread(
+                    target=_score_member, args=(batch_round, entry, timeout, slot, free), name="mmverify-item", daemon=True
+                ).start()
+            yield from _finished_head(slots)
+        yield from _all(slots)
+    finally:
+        batch_round.close()

@@ -1,0 +1,79 @@
+"""A per-item deadline that works on any thread.
+
+SIGALRM only reaches the main thread and would clobber a trainer's own alarm (verl times its reward
+calls with one), so one watchdog thread holds every armed deadline and raises
+:class:`~mmverify.pipelines.execute.ItemTimeout` in the late thread.  Like a signal, the exception
+is delivered between Python bytecodes: a long native call finishes first.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+from .execute import ItemTimeout
+
+def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None)
+
+
+class _Watchdog:
+    """One daemon thread holding every armed deadline (a timer thread per item would cost more
+    than scoring a cheap item)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._armed: dict[int, tuple[float, int]] = {}  # token -> (due time, thread id)
+        self._tokens = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, seconds: float) -> int:
+        with self._cond:
+            token = next(self._tokens)
+            self._armed[token] = (time.monotonic() + seconds, threading.get_ident())
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="mmverify-deadlines", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+            return token
+
+    def disarm(self, token: int) -> bool:
+        """Forget a deadline; True when it had already fired."""
+        with self._cond:
+            return self._armed.pop(token, None) is None
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                if not self._armed:
+                    self._cond.wait()
+                    continue
+                token, (due, thread_id) = min(self._armed.items(), key=lambda entry: entry[1][0])
+                wait = due - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                del self._armed[token]
+                _set_async_exc(thread_id, ItemTimeout)
+
+
+_WATCHDOG = _Watchdog()
+
+
+@contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`ItemTimeout` in the calling thread after ``seconds``."""
+    if not seconds:
+        yield
+        return
+    target = threading.get_ident()
+    token = _WATCHDOG.arm(seconds)
+    try:
+        yield
+    finally:
+        if _WATCHDOG.disarm(token):
+            _set_async_exc(target, None)  # fired: drop the exception if it has not been delivered yet

@@ -1,0 +1,117 @@
+"""Fixed-shape model batches, merged across the threads of one BatchRound."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from mmverify.models.batching import BatchRound, compute_now, forward, shape_chunks
+from mmverify.pipelines.deadlines import deadline
+from mmverify.pipelines.execute import ItemTimeout
+
+
+class Recorder:
+    """A model stand-in: doubles numbers, records every batch it is given, fails on "bad"."""
+
+    def __init__(self) -> None:
+        self.batches: list[list] = []
+
+    def __call__(self, batch: list) -> list:
+        self.batches.append(list(batch))
+        if "bad" in batch:
+            raise ValueError("bad input")
+        return [2 * x for x in batch]
+
+
+def test_chunks_are_grouped_by_shape_and_padded_to_the_batch_size():
+    assert shape_chunks(["a", "b", "a", "a", "b"], 2) == [[0, 2], [3], [1, 4]]
+    model = Recorder()
+    assert compute_now([1, 20, 3, 40, 5], model, 2, shape=lambda x: x >= 10) == [2, 40, 6, 80, 10]
+    assert model.batches == [[1, 3], [5, 5], [20, 40]]  # the short chunk filled with copies of its first input
+    assert forward(object(), "kind", [], model, 2) == []
+
+
+def test_a_model_giving_the_wrong_number_of_outputs_is_an_error():
+    with pytest.raises(RuntimeError, match="gave 1 outputs"):
+        compute_now([1, 2], lambda batch: batch[:1], 2)
+
+
+def _members(batch_round: BatchRound, jobs: list, results: dict, start: threading.Barrier | None = None) -> list[threading.Thread]:
+    def run(name, job):
+        with batch_round.member():
+            if start is not None:
+                start.wait()
+            try:
+                results[name] = job()
+            except Exception as exc:  # noqa: BLE001
+                results[name] = exc
+
+    threads = [threading.Thread(target=run, args=(name, job)) for name, job in jobs]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def test_requests_of_all_members_share_one_batch():
+    model, owner, results = Recorder(), object(), {}
+    batch_round = BatchRound()
+    start = threading.Barrier(3)  # all three are members before any asks: one round, one batch
+    jobs = [(n, lambda n=n: forward(owner, "double", [n], model, 8)) for n in (1, 2, 3)]
+    for thread in _members(batch_round, jobs, results, start):
+        thread.join()
+    batch_round.close()
+    assert results == {1: [2], 2: [4], 3: [6]}
+    assert len(model.batches) == 1 and sorted(model.batches[0][:3]) == [1, 2, 3] and len(model.batches[0]) == 8
+
+
+def test_a_failing_input_fails_only_its_own_request():
+    model, owner, results = Recorder(), object(), {}
+    batch_round = BatchRound()
+    start = threading.Barrier(2)
+    jobs = [("good", lambda: forward(owner, "double", [5], model, 4)), ("bad", lambda: forward(owner, "double", ["bad"], model, 4))]
+    for thread in _members(batch_round, jobs, results, start):
+        thread.join()
+    batch_round.close()
+    assert results["good"] == [10]
+    assert isinstance(results["bad"], ValueError)
+
+
+def test_a_full_batch_runs_while_another_member_is_still_working():
+    model, owner, results = Recorder(), object(), {}
+    batch_round = BatchRound()
+    release = threading.Event()
+
+    def slow():
+        release.wait()  # still preparing its input
+        return forward(owner, "double", [7], model, 2)
+
+    threads = _members(batch_round, [("slow", slow), ("full", lambda: forward(owner, "double", [1, 2], model, 2))], results)
+    threads[1].join()  # served although the other member never asked
+    assert results["full"] == [2, 4] and "slow" not in results
+    release.set()
+    threads[0].join()
+    batch_round.close()
+    assert results["slow"] == [14] and model.batches == [[1, 2], [7, 7]]
+
+
+def test_a_member_past_its_deadline_leaves_and_its_inputs_are_never_computed():
+    model, owner, results = Recorder(), object(), {}
+    batch_round = BatchRound()
+    release = threading.Event()
+
+    def late():
+        with deadline(0.05):
+            return forward(owner, "double", [100], model, 4)  # waits: the other member is still working
+
+    def other():
+        release.wait()
+        return forward(owner, "double", [3], model, 4)
+
+    threads = _members(batch_round, [("late", late), ("other", other)], results)
+    threads[0].join()
+    assert isinstance(results["late"], ItemTimeout) and model.batches == []
+    release.set()
+    threads[1].join()
+    batch_round.close()
+    assert results["other"] == [6] and model.batches == [[3, 3, 3, 3]]

@@ -1,0 +1,91 @@
+"""Items scored together -- their model forwards merged into shared batches -- give the same bytes
+as items scored one at a time, for every kind of model task, with error rows in place."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mmverify.api import score_items
+from mmverify.models.clap import HFClap
+from mmverify.models.whisper import HFWhisper
+from mmverify.references import sets
+from tests.conftest import espeak
+from tests.tasks.speech_task_fixtures import SPEECH_TASKS, speech_instructions, tiny_models, use_models  # noqa: F401
+from tests.tasks.test_sound import ESC50_TASKS, esc50_tree, instruction_rows, noise, refs, tone, write
+from tests.models.test_clap import build_tiny_clap
+
+pytestmark = pytest.mark.slow
+SR = 22_050
+
+
+@pytest.fixture(scope="module")
+def tiny_clap(tmp_path_factory) -> Path:
+    return build_tiny_clap(tmp_path_factory.mktemp("tiny-clap"))
+
+
+def _sound_items(root: Path, instructions: Path, per_task: int) -> tuple[list[dict], Path]:
+    """Items of every ESC-50 task on generated clips, and an ESC-50 tree for the classes they name."""
+    items, classes = [], set()
+    rng = np.random.default_rng(0)
+    for task, fields in ESC50_TASKS.items():
+        for index, row in enumerate(instruction_rows(instructions, task)[:per_task]):
+            classes.update(row[f] for f in fields if row.get(f))
+            clip = np.concatenate([tone(3, float(rng.uniform(200, 900)), seed=index), np.zeros(SR, np.float32), noise(3, seed=index)])
+            path = write(root / f"{task}_{index}.wav", clip)
+            items.append({"task": task, "instance_id": f"{task}/{index}", "parts": [{"type": "audio", "path": str(path)}]})
+    tree = esc50_tree(root / "ESC-50", {c: refs(tone(2, 150 + 37 * i, seed=i), copies=2, unrelated=1) for i, c in enumerate(sorted(classes))})
+    return items, tree
+
+
+def test_batched_rows_are_byte_identical_to_one_by_one(tmp_path, monkeypatch, tiny_models, tiny_clap, speech_instructions, mmmg_instructions):
+    instructions = tmp_path / "instructions"
+    shutil.copytree(speech_instructions, instructions)
+    for task in ESC50_TASKS:
+        shutil.copy(mmmg_instructions / f"{task}.jsonl", instructions / f"{task}.jsonl")
+    sound, tree = _sound_items(tmp_path / "sound", mmmg_instructions, per_task=3)
+    voices = [tmp_path / "speech0.wav", tmp_path / "speech1.wav"]
+    espeak("The quick brown fox jumps over the lazy dog.", voices[0], voice="en-us+m3")
+    espeak("She sells sea shells by the shore.", voices[1], voice="en+f2")
+    speech = [
+        {"task": task, "instance_id": f"{task}/{i}", "parts": [{"type": "audio", "path": str(voices[i])}]}
+        for task in SPEECH_TASKS if task != "a_consistency_conversation" for i in range(2)
+    ]  # fmt: skip
+    broken = tmp_path / "broken.wav"
+    broken.write_bytes(b"RIFF\x00\x00\x00\x00WAVEnot really audio")
+    items = sound[:4] + [{**sound[0], "parts": [{"type": "audio", "path": str(broken)}]}] + sound[4:] + speech
+    # interleave tasks so that requests of different backends and kinds meet in one round
+    items = items[::2] + items[1::2]
+
+    calls = {"clap": 0, "whisper": 0}
+    for cls, name, method in ((HFClap, "clap", "_compute_audio"), (HFWhisper, "whisper", "_decode")):
+        original = getattr(cls, method)
+
+        def counted(self, *args, _original=original, _name=name, **kwargs):
+            calls[_name] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, method, counted)
+    monkeypatch.setenv("MMVERIFY_NO_OUTPUT_CACHE", "1")  # every run computes every embedding and transcript
+    monkeypatch.setenv(sets.ENV_VAR, f"esc50={tree}")
+    runs, counts = {}, {}
+    for in_flight in (1, 6):
+        sets.clear_memo()
+        use_models(monkeypatch, tmp_path / "cache", f"{tiny_models},audio_text=clap-hf@{tiny_clap}?batch_size=4")
+        score_items(items[:1], base_dir=tmp_path, instructions=instructions)  # references indexed and models loaded
+        before = dict(calls)
+        rows = score_items(items, base_dir=tmp_path, instructions=instructions, in_flight=in_flight)
+        runs[in_flight] = [json.dumps(row, sort_keys=False) for row in rows]
+        counts[in_flight] = {name: calls[name] - before[name] for name in calls}
+
+    one_by_one, together = runs[1], runs[6]
+    statuses = [json.loads(line)["status"] for line in one_by_one]
+    errors = [json.loads(line)["error"] for line in one_by_one if json.loads(line)["status"] == "error"]
+    assert statuses.count("scored") >= len(items) - 3 and "error" in statuses, errors  # the broken clip, at least
+    assert together == one_by_one
+    # scored together, the same clips and pieces went through fewer (fuller) model batches
+    assert counts[6]["clap"] < counts[1]["clap"] and counts[6]["whisper"] < counts[1]["whisper"], counts
