@@ -14,52 +14,9 @@ from mmverify.models.catalog import BACKEND_REGISTRY
 from mmverify.models.clap import CROP_POLICY, HFClap, LaionClap, crop_offset, deterministic_crop
 from mmverify.models.hub import ModelHub
 from mmverify.models.protocols import AudioTextEmbedder
+from mmverify.testing.tiny_models import build_tiny_clap  # noqa: F401  (imported from here by other tests)
 
 SR = 48_000
-
-
-def build_tiny_clap(folder: Path, fusion: bool = False, seed: int = 0, real_front_end: bool = False) -> Path:
-    """Save a random-init ClapModel with tiny text/audio towers, its feature extractor and tokenizer.
-
-    The feature extractor keeps the real checkpoint's 48 kHz, 10 s window, "rand_trunc" truncation
-    and repeat-padding; a coarser hop and fewer mel bins keep the spectrogram small, unless
-    ``real_front_end`` asks for laion/clap-htsat-unfused's own (64 mel bands, 480-sample hop).
-    """
-    from mmverify.envfix import install_torchvision_op_stubs
-
-    install_torchvision_op_stubs()
-    import torch
-    from tokenizers.pre_tokenizers import ByteLevel
-    from transformers import ClapConfig, ClapFeatureExtractor, ClapModel, ClapProcessor, RobertaTokenizer
-
-    # Byte-level BPE with no merges: every byte is a token, as in RoBERTa's base alphabet.
-    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4}
-    for symbol in sorted(ByteLevel.alphabet()):
-        vocab[symbol] = len(vocab)
-    tokenizer = RobertaTokenizer(vocab=vocab, merges=[])
-    config = ClapConfig(
-        text_config=dict(
-            vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-            intermediate_size=32, max_position_embeddings=66, projection_dim=16,
-        ),
-        audio_config=dict(
-            spec_size=256 if real_front_end else 64, num_mel_bins=64 if real_front_end else 16,
-            window_size=8 if real_front_end else 4, depths=[1, 1], num_attention_heads=[1, 2],
-            patch_embeds_hidden_size=8, hidden_size=16, projection_dim=16, enable_fusion=fusion,
-        ),
-        projection_dim=16,
-    )
-    torch.manual_seed(seed)
-    model = ClapModel(config).eval()
-    extractor = ClapFeatureExtractor(
-        feature_size=64 if real_front_end else 16, sampling_rate=SR, hop_length=480 if real_front_end else 4800,
-        max_length_s=10, fft_window_size=1024, frequency_min=50, frequency_max=14_000,
-        truncation="fusion" if fusion else "rand_trunc", padding="repeatpad",
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    ClapProcessor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(folder)
-    return folder
 
 
 def tone(seconds: float, freq: float, seed: int = 0) -> np.ndarray:

@@ -20,6 +20,7 @@ from mmverify.models.cache import OutputCache
 from mmverify.models.catalog import BACKEND_REGISTRY
 from mmverify.models.hub import ModelHub, parse_specs
 from mmverify.models.protocols import Transcriber
+from mmverify.testing.tiny_models import build_tiny_hf_whisper  # noqa: F401  (imported from here by other tests)
 from mmverify.models.whisper import (
     DECODE_POLICY,
     DETECT,
@@ -33,59 +34,6 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 SR = 16_000
-SPECIALS = [
-    "<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|zh|>", "<|translate|>", "<|transcribe|>",
-    "<|startoflm|>", "<|startofprev|>", "<|nocaptions|>", "<|notimestamps|>",
-]
-
-
-def build_tiny_hf_whisper(folder: Path, seed: int = 0, max_length: int = 448) -> Path:
-    """A random-init WhisperForConditionalGeneration with a byte-level tokenizer and Whisper's
-    special tokens, plus the generation config fields ``generate`` needs to force language/task.
-    ``max_length`` bounds every decode (random weights rarely stop on their own)."""
-    from mmverify.envfix import install_torchvision_op_stubs
-
-    install_torchvision_op_stubs()
-    import torch
-    from tokenizers.pre_tokenizers import ByteLevel
-    from transformers import (
-        GenerationConfig,
-        WhisperConfig,
-        WhisperFeatureExtractor,
-        WhisperForConditionalGeneration,
-        WhisperProcessor,
-        WhisperTokenizer,
-    )
-
-    vocab = {symbol: i for i, symbol in enumerate(sorted(ByteLevel.alphabet()))}
-    merges = [("Ġ", "t"), ("h", "e"), ("Ġt", "he")]
-    for left, right in merges:
-        vocab[left + right] = len(vocab)
-    tokenizer = WhisperTokenizer(vocab=vocab, merges=merges)
-    tokenizer.add_special_tokens({"additional_special_tokens": SPECIALS[1:]})
-    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIALS}
-    eot, sot = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
-    config = WhisperConfig(
-        vocab_size=len(tokenizer), d_model=64, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=128, decoder_ffn_dim=128,
-        num_mel_bins=80, max_source_positions=1500, max_target_positions=448,
-        pad_token_id=eot, bos_token_id=eot, eos_token_id=eot, decoder_start_token_id=sot,
-        init_std=0.5,  # large random weights make the output depend on the input
-    )
-    torch.manual_seed(seed)
-    model = WhisperForConditionalGeneration(config).eval()
-    model.generation_config = GenerationConfig(
-        decoder_start_token_id=sot, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot, max_length=max_length,
-        is_multilingual=True, no_timestamps_token_id=ids["<|notimestamps|>"],
-        lang_to_id={"<|en|>": ids["<|en|>"], "<|zh|>": ids["<|zh|>"]},
-        task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
-        # as in real checkpoints, control tokens are never sampled as text
-        suppress_tokens=[ids[token] for token in SPECIALS[1:]], begin_suppress_tokens=[eot],
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    WhisperProcessor(feature_extractor=WhisperFeatureExtractor(), tokenizer=tokenizer).save_pretrained(folder)
-    return folder
 
 
 def build_tiny_openai_whisper(path: Path, seed: int = 0) -> Path:
@@ -413,3 +361,11 @@ def test_five_second_clips_in_a_batch_transcribe_like_one_alone(tiny_hf, tiny_op
     ow = OpenAIWhisper(source=str(tiny_openai))
     alone = ow.transcribe([speech], language="en")
     assert OpenAIWhisper(source=str(tiny_openai)).transcribe([speech] * 2, language="en") == alone * 2
+
+
+def test_an_optional_numeric_spec_option_is_typed_by_its_annotation():
+    from mmverify.models.hub import backend_options
+
+    assert backend_options("whisper-hf", {"max_new_tokens": "16"}) == {"max_new_tokens": 16}
+    with pytest.raises(ValueError, match="max_new_tokens .* must be of type int"):
+        backend_options("whisper-hf", {"max_new_tokens": "sixteen"})

@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import os
 import threading
+import typing
 from typing import Any, Mapping
 
 from ..core.registry import UnknownIdError
@@ -75,7 +76,7 @@ def _typed_option(name: str, key: str, text: str, default: Any, choices: tuple[s
         if isinstance(default, float):
             return float(text)
     except ValueError:
-        raise ValueError(f"option {key} of backend {name!r} must be like its default {default!r}, got {text!r}") from None
+        raise ValueError(f"option {key} of backend {name!r} must be of type {type(default).__name__}, got {text!r}") from None
     return text
 
 
@@ -88,11 +89,16 @@ def backend_options(name: str, options: Mapping[str, str]) -> dict[str, Any]:
         if key not in _NOT_OPTIONS and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
     }  # fmt: skip
     choices = getattr(cls, "option_choices", {})
+    hints = typing.get_type_hints(cls.__init__)
     typed = {}
     for key, text in options.items():
         if key not in allowed:
             raise ValueError(f"backend {name!r} has no option {key!r} (options: {', '.join(sorted(allowed)) or 'none'})")
-        typed[key] = _typed_option(name, key, text, allowed[key].default, choices.get(key))
+        default = allowed[key].default
+        if default is None:  # an optional number ("max_new_tokens: int | None = None") is typed by its annotation
+            kinds = [t for t in typing.get_args(hints.get(key)) if t in (int, float)]
+            default = kinds[0]() if kinds else None
+        typed[key] = _typed_option(name, key, text, default, choices.get(key))
     return typed
 
 

@@ -1,0 +1,198 @@
+"""End-to-end items per second, scored one by one vs together (model calls batched across items).
+
+Runs with any Python that has torch, transformers and soundfile (mmverify is imported from ./src).
+It saves random-init checkpoints (tiny by default; ``--full`` for CLAP's default sizes and a
+Whisper with large-v3's sizes), writes seeded synthetic clips and an ESC-50-style reference set,
+and scores two tasks through the Reward API, in this process, with the output cache off:
+
+- ``a_sound_cot`` (CLAP: the whole clip against its class's references), and
+- ``a_speech_translate`` (Whisper: transcript BLEU; the decode length is fixed by ``--max-new-tokens``).
+
+For each it prints items/s with ``in_flight=1`` (one item at a time) and ``in_flight=N`` (N items
+scored together, their forwards merged into batches), the speed-up, whether the rows are
+byte-identical to one-by-one scoring at the same batch shape.  One by one runs at batch shape 1
+(nothing padded: the fastest way to score single items); together at ``--batch-size``.  Timings
+are the best of ``--repeats``.
+
+    python3 benchmarks/batched_scoring.py --items 64 --in-flight 32
+    python3 benchmarks/batched_scoring.py --full --device cuda --items 2048 --in-flight 256 --batch-size 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from mmverify.pipelines.reward import Reward  # noqa: E402
+from mmverify.testing.tiny_models import build_tiny_clap, build_tiny_hf_whisper  # noqa: E402
+
+FILE_SR = 22_050
+CLASSES = ("dog", "rain", "siren", "church bells")
+SENTENCE = "the cat sat on the mat"
+
+
+def synth(seconds: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * FILE_SR)) / FILE_SR
+    tone = np.sin(2 * np.pi * rng.uniform(150, 900) * t) * np.abs(np.sin(np.pi * t * rng.uniform(0.5, 3)))
+    return (0.3 * tone + 0.03 * rng.standard_normal(t.size)).astype(np.float32)
+
+
+def write_clips(folder: Path, count: int, seconds: float, seed: int) -> list[Path]:
+    import soundfile as sf
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / f"{i:04d}.wav" for i in range(count)]
+    for i, path in enumerate(paths):
+        sf.write(path, synth(seconds, seed + i), FILE_SR)
+    return paths
+
+
+def esc50_references(root: Path, per_class: int) -> Path:
+    """An ESC-50 layout (meta/esc50.csv + audio/) with ``per_class`` synthetic clips per class."""
+    import soundfile as sf
+
+    (root / "audio").mkdir(parents=True, exist_ok=True)
+    (root / "meta").mkdir(exist_ok=True)
+    with open(root / "meta" / "esc50.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["filename", "fold", "target", "category", "esc10", "src_file", "take"])
+        for target, category in enumerate(CLASSES):
+            for i in range(per_class):
+                name = f"1-{target}{i:03d}-A-{target}.wav"
+                sf.write(root / "audio" / name, synth(5.0, 1000 * (target + 1) + i), 44_100)
+                writer.writerow([name, 1, target, category, False, f"{target}{i:03d}", "A"])
+    return root
+
+
+def full_size_clap(folder: Path) -> Path:
+    import torch
+    from transformers import ClapConfig, ClapModel, ClapProcessor
+
+    tiny = build_tiny_clap(folder / "tiny")  # its tokenizer, with the unfused checkpoint's extractor settings
+    processor = ClapProcessor.from_pretrained(tiny)
+    processor.feature_extractor.feature_size, processor.feature_extractor.hop_length = 64, 480
+    torch.manual_seed(0)
+    ClapModel(ClapConfig()).eval().save_pretrained(folder / "full")
+    processor.save_pretrained(folder / "full")
+    return folder / "full"
+
+
+def full_size_whisper(folder: Path) -> Path:
+    import torch
+    from transformers import WhisperConfig, WhisperForConditionalGeneration, WhisperProcessor
+
+    tiny = build_tiny_hf_whisper(folder / "tiny")
+    small = WhisperForConditionalGeneration.from_pretrained(tiny)
+    config = WhisperConfig(
+        vocab_size=small.config.vocab_size, d_model=1280, encoder_layers=32, decoder_layers=32,
+        encoder_attention_heads=20, decoder_attention_heads=20, encoder_ffn_dim=5120, decoder_ffn_dim=5120,
+        num_mel_bins=128, max_source_positions=1500, max_target_positions=448,
+        pad_token_id=small.config.pad_token_id, bos_token_id=small.config.bos_token_id,
+        eos_token_id=small.config.eos_token_id, decoder_start_token_id=small.config.decoder_start_token_id,
+    )  # large-v3's sizes
+    torch.manual_seed(0)
+    model = WhisperForConditionalGeneration(config).eval()
+    model.generation_config = small.generation_config
+    model.save_pretrained(folder / "full")
+    processor = WhisperProcessor.from_pretrained(tiny)
+    processor.feature_extractor.feature_size = processor.feature_extractor.num_mel_bins = 128
+    processor.save_pretrained(folder / "full")
+    return folder / "full"
+
+
+def best_rate(run: Callable[[], Any], count: int, repeats: int) -> tuple[float, Any]:
+    result, best = None, float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = run()
+        best = min(best, time.perf_counter() - started)
+    return count / best, result
+
+
+def compare(name: str, reward_for: Callable[[int, int], Reward], items: list[dict], args: argparse.Namespace) -> dict[str, Any]:
+    """One by one (batch shape 1: no padding, the fastest way to score single items) vs together
+    (batch shape ``--batch-size``); identity is checked against one by one at the same shape."""
+    rates, rows = {}, {}
+    for label, flight, shape in (("one_by_one", 1, 1), ("together", args.in_flight, args.batch_size)):
+        reward = reward_for(flight, shape)
+        reward.rows(items[:2])  # loads the model and indexes the references outside the timing
+        rates[label], scored = best_rate(lambda: reward.rows(items), len(items), args.repeats)
+        rows[label] = [json.dumps(row) for row in scored]
+    same_shape = [json.dumps(row) for row in reward_for(1, args.batch_size).rows(items[: args.check])]
+    errors = [json.loads(row)["error"] for row in rows["together"] if json.loads(row)["status"] == "error"]
+    if errors:
+        print(f"  {name}: {len(errors)} error rows, first: {errors[0]}")
+    return {
+        "task": name, **rates, "speedup": rates["together"] / rates["one_by_one"],
+        "identical": same_shape == rows["together"][: args.check],
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=64)
+    parser.add_argument("--in-flight", type=int, default=32, help="items scored together")
+    parser.add_argument("--batch-size", type=int, default=32, help="each backend's fixed batch shape")
+    parser.add_argument("--clip-seconds", type=float, default=5.0)
+    parser.add_argument("--max-new-tokens", type=int, default=16, help="fixed Whisper decode length")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
+    parser.add_argument("--full", action="store_true", help="full-size CLAP and large-v3-sized Whisper")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--check", type=int, default=16, help="items scored one by one at the batch shape, for the identity check")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        if args.full:
+            clap, whisper = full_size_clap(root / "clap"), full_size_whisper(root / "whisper")
+        else:
+            clap, whisper = build_tiny_clap(root / "clap"), build_tiny_hf_whisper(root / "whisper", max_length=64)
+        clips = write_clips(root / "clips", args.items, args.clip_seconds, seed=7)
+        references = esc50_references(root / "ESC-50", per_class=12)
+        env = {"MMVERIFY_REFERENCES": f"esc50={references}", "MMVERIFY_NO_OUTPUT_CACHE": "1"}
+
+        def reward_for(spec: str) -> Callable[[int, int], Reward]:
+            def build(flight: int, shape: int) -> Reward:
+                models = spec.format(options=f"batch_size={shape}")
+                return Reward(
+                    models=models, device=args.device, precision=args.precision, env=env, in_flight=flight, cache_dir=root / "cache"
+                )
+
+            return build
+
+        sound = [
+            {"task": "a_sound_cot", "instance": {"target": CLASSES[i % len(CLASSES)]}, "parts": [{"type": "audio", "path": str(p)}]}
+            for i, p in enumerate(clips)
+        ]
+        speech = [
+            {"task": "a_speech_translate", "instance": {"text": SENTENCE}, "parts": [{"type": "audio", "path": str(p)}]}
+            for p in clips
+        ]
+        whisper_spec = f"transcriber=whisper-hf@{whisper}?{{options}}&max_new_tokens={args.max_new_tokens}"
+        results = [
+            compare("a_sound_cot (CLAP)", reward_for(f"audio_text=clap-hf@{clap}?{{options}}"), sound, args),
+            compare("a_speech_translate (Whisper)", reward_for(whisper_spec), speech, args),
+        ]
+    size = "full-size" if args.full else "tiny"
+    print(f"{args.items} items of {args.clip_seconds:g} s, {size} random-init models on {args.device}, "
+          f"{args.precision}, batch shape {args.batch_size}, {args.in_flight} items in flight, best of {args.repeats}")  # fmt: skip
+    print(f"{'task':32} {'one by one':>14} {'together':>14} {'speed-up':>9}  identical rows")
+    for r in results:
+        print(f"{r['task']:32} {r['one_by_one']:10.1f} it/s {r['together']:10.1f} it/s {r['speedup']:8.2f}x  {'yes' if r['identical'] else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
