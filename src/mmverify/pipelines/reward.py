@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from ..data.instructions import InstructionSet
 from ..tasks.catalog import task_info
 from .deadlines import deadline
 from .batch import DEFAULT_IN_FLIGHT, score_together
+from .context import JudgeOptions, ScoringContext
 from .execute import (
     DEFAULT_WARMUP_TIMEOUT, ItemTimeout, error_row, fits, is_warm, score_item, timeout_row, warm_up, warmup_timeout_row,
 )
@@ -238,58 +238,6 @@ class RewardBatch:
         return [row["components"].get(name) for row in self.rows]
 
 
-# -- model configuration --------------------------------------------------------------------------
-PRECISIONS = ("fp32", "bf16", "fp16")
-
-
-def configure_models(
-    models: str | Sequence[str] | None = None,
-    device: str | None = None,
-    offline: bool | None = None,
-    cache_dir: str | Path | None = None,
-    env: Mapping[str, str] | None = None,
-    precision: str | None = None,
-) -> None:
-    """Apply model/judge settings the way ``mmverify score`` does: through the environment (so worker
-    processes inherit them) and the process-wide model hub, which is rebuilt if it already exists."""
-    changed = False
-
-    def put(name: str, value: str) -> None:
-        nonlocal changed
-        if os.environ.get(name) != value:
-            os.environ[name] = value
-            changed = True
-
-    for name, value in (env or {}).items():
-        put(str(name), str(value))
-    if offline:
-        put("HF_HUB_OFFLINE", "1")
-        put("MMVERIFY_OFFLINE", "1")
-    if cache_dir is not None:
-        put("MMVERIFY_CACHE_DIR", str(cache_dir))
-    if device:
-        put("MMVERIFY_DEVICE", device)
-    if precision:
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-        put("MMVERIFY_PRECISION", precision)
-    if models:
-        from ..models.hub import ENV_VAR, parse_specs
-
-        text = models if isinstance(models, str) else ",".join(models)
-        try:
-            parse_specs(text)  # unknown capabilities/backends fail here, at build time
-        except (KeyError, UnknownIdError) as exc:
-            raise ValueError(f"models: {exc}") from None
-        put(ENV_VAR, text)
-    if changed:
-        import sys
-
-        hub_module = sys.modules.get("mmverify.models.hub")
-        if hub_module is not None and getattr(hub_module, "_HUB", None) is not None:
-            hub_module._HUB = None  # the next task that needs a model builds a hub with these settings
-
-
 # -- the reward -----------------------------------------------------------------------------------
 
 
@@ -333,7 +281,8 @@ class Reward:
     ``media_root``: where relative media paths resolve; ``data_root``: refuse paths that resolve
     outside it; ``allow_paths=False`` refuses every path (inline media only).  ``timeout``: per-item
     seconds.  ``on_error``: "none" (default), "nan", "zero" or "raise".  ``models``, ``device``,
-    ``offline``, ``cache_dir``, ``env``: model and judge configuration (see :func:`configure_models`).
+    ``offline``, ``cache_dir``, ``env``, ``precision``, ``references``, ``judge``: the scoring context
+    (see :class:`~mmverify.pipelines.context.ScoringContext`), applied when the reward is built.
     ``profile``: "mmmg" (the published evaluator's rules) or "strict" (this project's corrections).
     ``in_flight``: how many items of a batch are scored at once, their model forwards merged into
     shared batches (rows are the same bytes as scored one by one; see :mod:`.batch`).
@@ -356,6 +305,8 @@ class Reward:
     limits: MediaLimits = DEFAULT_LIMITS
     profile: str = "mmmg"
     precision: str | None = None  # fp32 | bf16 | fp16 for torch backends (default fp32)
+    references: str | Sequence[str] | None = None  # reference sets, name=folder
+    judge: JudgeOptions | None = None
     in_flight: int = DEFAULT_IN_FLIGHT  # items of a batch scored together, their model calls batched (1: one by one)
     tasks: frozenset[str] | None = field(init=False)  # the tasks this reward scores (None: any)
     fixed_task: str | None = field(init=False)  # the task of items that name none
@@ -387,7 +338,10 @@ class Reward:
         instructions = self.instructions
         if instructions is not None and not isinstance(instructions, InstructionSet):
             instructions = InstructionSet(instructions)
-        configure_models(self.models, self.device, self.offline, self.cache_dir, self.env, self.precision)
+        ScoringContext(
+            models=self.models, references=self.references, device=self.device, precision=self.precision,
+            offline=bool(self.offline), cache_dir=self.cache_dir, judge=self.judge or JudgeOptions(), env=self.env,
+        ).apply()  # fmt: skip
         root = self.media_root if self.media_root is not None else (self.data_root if self.data_root is not None else ".")
         self._planner = Planner(
             manifest_dir=Path(root),

@@ -1,0 +1,18 @@
+"""What every command shares: the consoles, exit codes and the one-line failure."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+
+console = Console(stderr=True)
+stdout = Console()
+EXIT_USAGE = 2  # unusable arguments or an unusable output folder
+EXIT_ERROR_ROWS = 3  # score --fail-on-errors: the run completed with error rows
+
+
+def fail(message: str) -> NoReturn:
+    console.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(EXIT_USAGE)

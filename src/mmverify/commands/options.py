@@ -1,0 +1,62 @@
+"""The model and judge options ``score`` and ``serve`` share, and the scoring context they build."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import typer
+
+from ..pipelines.context import JudgeOptions, ScoringContext
+from .common import fail
+
+OFFLINE = typer.Option(False, help="Never touch the network (sets HF_HUB_OFFLINE).", rich_help_panel="Models")
+MODEL = typer.Option(
+    [], "--model", rich_help_panel="Models",
+    help="Backend for a capability: capability=backend[@hub-id-or-path][?batch_size=N&...] (repeatable).",
+)  # fmt: skip
+REFERENCES = typer.Option(
+    [], "--references", help="Reference set folder: esc50|openmic|gtzan=/path (repeatable; sets MMVERIFY_REFERENCES).", rich_help_panel="Models"
+)
+DEVICE = typer.Option(None, help="Model device (cpu, cuda, cuda:1, mps); default: best available.", rich_help_panel="Models")
+PRECISION = typer.Option(
+    None, help="Torch backends' precision: fp32 (default, published parity), bf16 or fp16 (GPU only); sets "
+    "MMVERIFY_PRECISION.", rich_help_panel="Models",
+)  # fmt: skip
+VLM_BASE_URL = typer.Option(
+    None, "--vlm-base-url", help="OpenAI-compatible endpoint of the VLM judge, e.g. http://127.0.0.1:8000/v1.", rich_help_panel="Judge"
+)
+VLM_MODEL = typer.Option(
+    None, "--vlm-model", help="Judge model at that endpoint, or transformers:<path-or-hub-id> to run one in-process.", rich_help_panel="Judge"
+)
+VLM_ROLE = typer.Option(
+    [], "--vlm-role", help=(
+        "Judge for one role: ROLE=MODEL[@URL] (repeatable). Roles: spatial (fallback of spatial_relative and "
+        "spatial_absolute), spatial_relative, spatial_absolute, ocr, ocr_second (a different model that also reads "
+        "Chinese text), llm. Unset settings come from the parent role, then the default judge."
+    ), rich_help_panel="Judge"
+)  # fmt: skip
+VLM_CONCURRENCY = typer.Option(
+    None, "--vlm-concurrency", help="Judge requests in flight per endpoint and process (default 8).", rich_help_panel="Judge"
+)
+VLM_API_KEY_ENV = typer.Option(
+    None, "--vlm-api-key-env", help="Environment variable holding the judge's API key (default OPENAI_API_KEY).", rich_help_panel="Judge"
+)
+
+
+def judge_options(
+    base_url: Optional[str], model: Optional[str], roles: Sequence[str], concurrency: Optional[int], api_key_env: Optional[str]
+) -> JudgeOptions:
+    return JudgeOptions(base_url, model, tuple(roles), concurrency, api_key_env)
+
+
+def apply_context(
+    model: Sequence[str], references: Sequence[str], device: Optional[str], precision: Optional[str], offline: bool,
+    vlm_base_url: Optional[str], vlm_model: Optional[str], vlm_role: Sequence[str], vlm_concurrency: Optional[int],
+    vlm_api_key_env: Optional[str],
+) -> None:
+    """Build the scoring context from the command's options and apply it (one clear line on a bad value)."""
+    judge = judge_options(vlm_base_url, vlm_model, vlm_role, vlm_concurrency, vlm_api_key_env)
+    try:
+        ScoringContext(models=model, references=references, device=device, precision=precision, offline=offline, judge=judge).apply()
+    except ValueError as exc:
+        fail(str(exc))
