@@ -25,7 +25,7 @@ import threading
 import time
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Iterator, Union
 
 from ..core.errors import ErrorCode, GenerationFault, ScoringError
@@ -33,7 +33,7 @@ from ..core.types import Check
 from ..tasks.catalog import TASK_REGISTRY
 from ..tasks.response import Response
 from .plan import WorkItem
-from .results import make_row
+from .results import error_row as build_error_row, make_row
 
 Planned = Union[WorkItem, dict]
 _TASKS: dict[tuple[str, str], Any] = {}  # (task id, profile) -> built task
@@ -52,21 +52,8 @@ def _passed(item: WorkItem, task: Any, check: Check) -> bool | None:
     return check.score >= 1.0 if task.binary else None
 
 
-def _row(item: WorkItem, **fields: Any) -> dict[str, Any]:
-    return make_row(
-        task=item.task,
-        instance_id=item.instance_id,
-        sample=item.sample,
-        model=item.model,
-        key=item.key,
-        line=item.line,
-        verifier=item.verifier,
-        **fields,
-    )
-
-
 def error_row(item: WorkItem, code: str, message: str) -> dict[str, Any]:
-    return _row(item, error_code=code, error_message=message)
+    return build_error_row(item.identity, code, message)
 
 
 def _task_for(item: WorkItem) -> Any:
@@ -111,7 +98,7 @@ def score_item(item: WorkItem) -> dict[str, Any]:
     try:
         task = _task_for(item)
         check = task.score(item.instance, Response(item.parts, item.limits))
-        return _row(item, check=check, passed=_passed(item, task, check))
+        return make_row(**asdict(item.identity), check=check, passed=_passed(item, task, check))
     except GenerationFault as fault:
         evidence = dict(fault.evidence)
         if fault.message:
@@ -119,7 +106,7 @@ def score_item(item: WorkItem) -> dict[str, Any]:
         check = Check.fail(fault.reason, **evidence)
         # a rule-breaking generation fails any pass/fail decision; continuous tasks have none
         decided = item.threshold is not None or bool(getattr(task, "binary", False))
-        return _row(item, check=check, passed=False if decided else None)
+        return make_row(**asdict(item.identity), check=check, passed=False if decided else None)
     except ScoringError as exc:
         return error_row(item, exc.code, exc.message)
     except (ItemTimeout, KeyboardInterrupt):

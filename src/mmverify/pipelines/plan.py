@@ -21,7 +21,7 @@ from ..data.manifest import ManifestError, PathPolicyError, is_regular_file, par
 from ..tasks.base import DEFAULT_PROFILE, check_profile
 from ..tasks.catalog import CATALOG, SOURCE_FILES, TASK_REGISTRY, task_info, tasks_for_source
 from ..tasks.response import ResolvedPart
-from .results import make_row
+from .results import RowIdentity, error_row
 from .thresholds import Threshold
 
 KEY_SCHEME = "mmverify-key/1"
@@ -42,6 +42,12 @@ def model_configuration(environ: Mapping[str, str] | None = None) -> dict[str, s
     return dict(sorted(chosen.items()))
 
 
+def unresolved_key(code: str, line: int, fingerprint: Any) -> str:
+    """The key of a row for an entry refused before it named a task and instance (content-based,
+    so a resumed run recognises it)."""
+    return digest_of(KEY_SCHEME, "unresolved", code, line, fingerprint)
+
+
 @dataclass(frozen=True)
 class WorkItem:
     """Everything a worker needs to score one generation (no open files, no models)."""
@@ -58,6 +64,10 @@ class WorkItem:
     threshold: Threshold | None = None
     limits: MediaLimits = DEFAULT_LIMITS
     profile: str = DEFAULT_PROFILE
+
+    @property
+    def identity(self) -> RowIdentity:
+        return RowIdentity(self.task, self.instance_id, self.sample, self.model, self.key, self.line, self.verifier)
 
 
 @dataclass
@@ -277,17 +287,10 @@ class Planner:
 
     def _row(self, generation: Generation, key: str, verifier: str | None, code: str, message: str) -> dict[str, Any]:
         self.stats.immediate_errors += 1
-        return make_row(
-            task=generation.task,
-            instance_id=generation.instance_id,
-            sample=generation.sample,
-            model=generation.model,
-            key=key,
-            line=generation.line,
-            verifier=verifier,
-            error_code=code,
-            error_message=message,
+        identity = RowIdentity(
+            generation.task, generation.instance_id, generation.sample, generation.model, key, generation.line, verifier
         )
+        return error_row(identity, code, message)
 
     def _error_row(
         self,
@@ -299,18 +302,8 @@ class Planner:
         message: str,
         generation: Generation | None = None,
     ) -> dict[str, Any]:
-        key = digest_of(KEY_SCHEME, "unresolved", code, line, text)
+        key = unresolved_key(code, line, text)
         if generation is not None:
             return self._row(generation, key, None, code, message)
         self.stats.immediate_errors += 1
-        return make_row(
-            task=task,
-            instance_id=instance_id,
-            sample=0,
-            model=None,
-            key=key,
-            line=line,
-            verifier=None,
-            error_code=code,
-            error_message=message,
-        )
+        return error_row(RowIdentity(task, instance_id, 0, None, key, line, None), code, message)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -34,6 +35,24 @@ def _clean(value: Any) -> Any:
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         return None
     return value
+
+
+@dataclass(frozen=True)
+class RowIdentity:
+    """Which manifest entry a row answers: everything a row carries besides its outcome."""
+
+    task: str
+    instance_id: str
+    sample: int
+    model: str | None
+    key: str
+    line: int
+    verifier: str | None
+
+
+def error_row(identity: RowIdentity, code: str, message: str) -> dict[str, Any]:
+    """The row of an entry that could not be scored (every error row is built here)."""
+    return make_row(**asdict(identity), error_code=code, error_message=message)
 
 
 def make_row(

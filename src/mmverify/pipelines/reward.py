@@ -40,10 +40,10 @@ from .deadlines import deadline
 from .batch import DEFAULT_IN_FLIGHT, score_together
 from .context import JudgeOptions, ScoringContext
 from .execute import (
-    DEFAULT_WARMUP_TIMEOUT, ItemTimeout, error_row, fits, is_warm, score_item, timeout_row, warm_up, warmup_timeout_row,
+    DEFAULT_WARMUP_TIMEOUT, ItemTimeout, error_row as item_error_row, fits, is_warm, score_item, timeout_row, warm_up, warmup_timeout_row,
 )
-from .plan import KEY_SCHEME, Planner, WorkItem
-from .results import make_row
+from .plan import Planner, WorkItem, unresolved_key
+from .results import RowIdentity, error_row
 from .thresholds import Threshold, load_thresholds, parse_thresholds
 from .reward_media import (  # noqa: F401  (re-exported: part of the reward API)
     NON_FINITE_IMAGE,
@@ -460,7 +460,7 @@ class Reward:
         except ItemTimeout:
             return timeout_row(entry, self.timeout)
         except Exception as exc:  # score_item turns failures into rows; this guards the guard
-            return error_row(entry, ErrorCode.INTERNAL, describe_exception(exc))
+            return item_error_row(entry, ErrorCode.INTERNAL, describe_exception(exc))
 
     def _plan_one(self, line: int, item: Item, convert: bool) -> WorkItem | dict[str, Any]:
         try:
@@ -531,21 +531,10 @@ class Reward:
         model = _clean_field(raw.get("model"))
         message = safe_text(message, 2000)
         try:
-            fingerprint: Any = json.loads(json.dumps(item, sort_keys=True, allow_nan=False))
-            key = digest_of(KEY_SCHEME, "unresolved", code, line, fingerprint)
+            key = unresolved_key(code, line, json.loads(json.dumps(item, sort_keys=True, allow_nan=False)))
         except (TypeError, ValueError, RecursionError):  # not JSON: the refusal itself identifies it
-            key = digest_of(KEY_SCHEME, "unresolved", code, line, ["not-json", type(item).__name__, message])
-        return make_row(
-            task=task,
-            instance_id=instance_id,
-            sample=sample,
-            model=model,
-            key=key,
-            line=line,
-            verifier=None,
-            error_code=code,
-            error_message=message,
-        )
+            key = unresolved_key(code, line, ["not-json", type(item).__name__, message])
+        return error_row(RowIdentity(task, instance_id, sample, model, key, line, None), code, message)
 
 
 def _clean_field(value: Any) -> str | None:
