@@ -137,9 +137,13 @@ def test_cache_serves_repeated_clips_and_texts(tiny_clap, clips, tmp_path):
     assert clap.audio_calls == [2, 2, 2] and cache.hits == len(clips)
     assert first.tobytes() == again.tobytes()
     # Another process (a fresh backend on the same cache file) reuses the entries; only the new clip runs.
-    other = CountingClap(source=str(tiny_clap), cache=OutputCache(tmp_path / "cache.sqlite"))
+    other = CountingClap(source=str(tiny_clap), batch_size=2, cache=OutputCache(tmp_path / "cache.sqlite"))
     mixed = other.embed_audio([clips[0], tone(2.0, 100, 9), clips[2]])
-    assert other.audio_calls == [8] and other.cache.hits == 2
+    assert other.audio_calls == [2] and other.cache.hits == 2
+    # another batch shape computes other bytes, so it does not share the entries
+    wider = CountingClap(source=str(tiny_clap), batch_size=4, cache=OutputCache(tmp_path / "cache.sqlite"))
+    wider.embed_audio([clips[0]])
+    assert wider.audio_calls == [4] and wider.cache.hits == 0
     assert mixed[0].tobytes() == first[0].tobytes() and mixed[2].tobytes() == first[2].tobytes()
     texts = ["a bell", "a bell", "a drum"]
     clap.embed_text(texts)
@@ -254,7 +258,9 @@ def test_fused_checkpoints_are_deterministic_too(tmp_path, clips):
 
 def test_front_end_and_precision_are_part_of_the_fingerprint(tiny_clap, clips, tmp_path):
     base = HFClap(source=str(tiny_clap), features="numpy")
-    assert base.fingerprint == f"clap-hf:{checkpoint_digest(tiny_clap)}"  # what the numpy path always computed
+    # the checkpoint, and the fixed batch shape that outputs depend on (models/batching.py)
+    assert base.fingerprint == f"clap-hf:{checkpoint_digest(tiny_clap)};rows=8"
+    assert HFClap(source=str(tiny_clap), features="numpy", batch_size=32).fingerprint.endswith(";rows=32")
     variants = {
         (features, precision): HFClap(source=str(tiny_clap), features=features, precision=precision)
         for features in ("numpy", "torch") for precision in ("fp32", "bf16")

@@ -183,7 +183,9 @@ def test_lora_adapter_is_loaded(backend: DreamSimBackend, weights: Path) -> None
 
 def test_fingerprint(backend: DreamSimBackend, weights: Path) -> None:
     assert backend.fingerprint.startswith("dreamsim:open_clip_vitb32:")
-    assert DreamSimBackend(source=f"open_clip_vitb32@{weights}").fingerprint == backend.fingerprint
+    same = DreamSimBackend(source=f"open_clip_vitb32@{weights}", batch_size=backend.batch_size)
+    assert same.fingerprint == backend.fingerprint
+    assert backend.fingerprint.endswith(f";rows={backend.batch_size}")  # outputs depend on the batch shape
 
 
 @pytest.mark.filterwarnings("ignore:`torch.nn.utils.weight_norm` is deprecated:FutureWarning")

@@ -16,7 +16,7 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
@@ -158,10 +158,31 @@ class Backend(ABC):
 
     @property
     def fingerprint(self) -> str:
-        """Backend name + checkpoint digest: part of every cache key."""
+        """Backend name + checkpoint digest, and the fixed batch shape its outputs depend on (see
+        :mod:`.batching`): part of every cache key."""
         if self._fingerprint is None:
-            self._fingerprint = f"{self.name}:{checkpoint_digest(self.local_path())}"
+            self._fingerprint = f"{self.name}:{checkpoint_digest(self.local_path())}{self.shape_tag}"
         return self._fingerprint
+
+    @property
+    def rows_per_forward(self) -> int | None:
+        """The fixed batch shape of this backend's forwards; None where outputs do not depend on
+        it (a backend that runs one input per forward)."""
+        return self.batch_size
+
+    def run_batched(self, kind: Any, inputs: Sequence[Any], compute: Any, shape: Any = None) -> list[Any]:
+        """``compute``'s outputs for ``inputs`` on this backend's fixed batch shape, merged with other
+        items' requests when scored together (see :func:`.batching.forward`)."""
+        from .batching import forward
+
+        if shape is None:
+            return forward(self, kind, inputs, compute, self.rows_per_forward or 1)
+        return forward(self, kind, inputs, compute, self.rows_per_forward or 1, shape)
+
+    @property
+    def shape_tag(self) -> str:
+        rows = self.rows_per_forward
+        return "" if rows is None else f";rows={rows}"
 
     # -- loading ----------------------------------------------------------------------------------
     def ensure_loaded(self) -> None:

@@ -50,7 +50,6 @@ from typing import Any, Callable, ClassVar, Iterator, Sequence
 import numpy as np
 
 from .base import Backend, ModelUnavailable, safe_torch_load, validate_waveform
-from .batching import forward
 from .cache import OutputCache, array_digest
 from .clap_features import PADDINGS, check_padding, crop_offset, deterministic_crop
 
@@ -144,7 +143,7 @@ class _ClapBackend(Backend):
             for i, key in enumerate(keys):
                 rows[i] = self.cache.get_array(key)
         todo = [i for i, row in enumerate(rows) if row is None]
-        embedded = forward(self, forward_kind, [items[i] for i in todo], lambda batch: _l2_rows(compute(batch)), self.batch_size, shape)
+        embedded = self.run_batched(forward_kind, [items[i] for i in todo], lambda batch: _l2_rows(compute(batch)), shape)
         for i, row in zip(todo, embedded):
             rows[i] = row
             if self.cache is not None:

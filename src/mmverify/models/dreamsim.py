@@ -32,7 +32,6 @@ import numpy as np
 
 from ..core.settings import default_cache_dir
 from .base import Backend, ModelUnavailable, checkpoint_digest, is_local
-from .batching import forward
 
 DEFAULT_TYPE = "ensemble"
 
@@ -180,7 +179,7 @@ class DreamSimBackend(Backend):
             for name in required_files(self.dreamsim_type):
                 if not name.startswith("facebookresearch_"):  # hub code, not weights
                     digest.update(f"{name}={checkpoint_digest(folder / name)};".encode())
-            self._fingerprint = f"{self.name}:{self.dreamsim_type}:{digest.hexdigest()[:16]}"
+            self._fingerprint = f"{self.name}:{self.dreamsim_type}:{digest.hexdigest()[:16]}{self.shape_tag}"
         return self._fingerprint
 
     def _download(self) -> Path:
@@ -236,5 +235,5 @@ class DreamSimBackend(Backend):
             with self._lock, torch.inference_mode():  # dreamsim's feature hooks keep per-call state
                 return self._model(left, right).reshape(-1).float().cpu().numpy().tolist()
 
-        distance = np.asarray(forward(self, "dreamsim", pairs, distances, self.batch_size), dtype=np.float64)
+        distance = np.asarray(self.run_batched("dreamsim", pairs, distances), dtype=np.float64)
         return [float(s) for s in np.clip(1.0 - distance, 0.0, 1.0)]

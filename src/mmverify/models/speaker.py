@@ -22,7 +22,6 @@ from typing import Any, Callable, ClassVar, Iterator, Sequence
 import numpy as np
 
 from .base import Backend, ModelUnavailable, safe_torch_load, validate_waveform
-from .batching import forward
 from .cache import OutputCache, array_digest
 
 SILENCE_PEAK = 1e-4  # -80 dBFS: below this a clip carries no usable voice
@@ -113,7 +112,7 @@ class ClipBackend(Backend):
             computed: dict[int, Any] = {i: self._known_output(arrays[i]) for i in todo}
             run = [i for i in todo if computed[i] is None]
             # only clips of one length share a (fixed-shape) batch: see models/batching.py
-            computed.update(zip(run, forward(self, self.kind, [arrays[i] for i in run], compute, self.batch_size, len)))
+            computed.update(zip(run, self.run_batched(self.kind, [arrays[i] for i in run], compute, len)))
             for i in todo:
                 row = np.asarray(computed[i], dtype=np.float32)
                 if self.cache is not None:
@@ -370,6 +369,10 @@ class ResemblyzerSpeaker(SpeakerBackend):
     def embedding_dim(self) -> int:
         self.ensure_loaded()
         return self._dim
+
+    @property
+    def rows_per_forward(self) -> int | None:
+        return None  # one clip per forward (see _embed_voiced)
 
     def _partials(self, clip: np.ndarray) -> np.ndarray | None:
         """Mel spectrograms of the 1.6 s partial utterances ``embed_utterance`` would use."""

@@ -33,7 +33,6 @@ import numpy as np
 
 from ..core.settings import default_cache_dir
 from .base import Backend, ModelUnavailable, is_local, safe_torch_load, validate_waveform
-from .batching import forward
 from .cache import OutputCache, array_digest
 
 SAMPLE_RATE = 16_000
@@ -154,7 +153,7 @@ class _WhisperBase(Backend):
                 for piece in split_long_clip(arrays[i], self.sample_rate):
                     owners.append(i)
                     pieces.append(piece)
-            decoded = forward(self, ("decode", code), pieces, lambda batch: self._decode(batch, code), self._rows_per_decode())
+            decoded = self.run_batched(("decode", code), pieces, lambda batch: self._decode(batch, code))
             joined: dict[int, list[str]] = {i: [] for i in todo}
             for owner, text in zip(owners, decoded):
                 if text.strip():
@@ -168,9 +167,6 @@ class _WhisperBase(Backend):
     def _key_params(self) -> dict[str, Any]:
         return {}
 
-    def _rows_per_decode(self) -> int:
-        """Pieces per :meth:`_decode` call: the fixed batch shape (see models/batching.py)."""
-        return self.batch_size
 
     def _decode(self, pieces: list[np.ndarray], language: str | None) -> list[str]:
         """Transcribe clips of at most 30 s each."""
@@ -402,8 +398,9 @@ class OpenAIWhisper(_WhisperBase):
     def _key_params(self) -> dict[str, Any]:
         return {"fp16": self.fp16}
 
-    def _rows_per_decode(self) -> int:
-        return 1  # openai-whisper transcribes piece by piece: there is no batch shape to fill
+    @property
+    def rows_per_forward(self) -> int | None:
+        return None  # openai-whisper transcribes piece by piece: there is no batch shape to fill
 
     def _decode(self, pieces: list[np.ndarray], language: str | None) -> list[str]:
         import torch
