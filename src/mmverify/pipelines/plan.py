@@ -19,7 +19,7 @@ from ..core.types import Generation, Instance
 from ..data.instructions import InstructionSet
 from ..data.manifest import ManifestError, PathPolicyError, is_regular_file, parse_line, resolve_media_path
 from ..tasks.base import DEFAULT_PROFILE, check_profile
-from ..tasks.catalog import CATALOG, SOURCE_FILES, TASK_REGISTRY, task_info, tasks_for_source
+from ..tasks.catalog import CATALOG, SOURCE_FILES, TASK_REGISTRY, judge_role, task_info, tasks_for_source
 from ..tasks.response import ResolvedPart
 from .results import RowIdentity, error_row
 from .thresholds import Threshold
@@ -252,7 +252,7 @@ class Planner:
         task = self._task(info.id)
         threshold = self.thresholds.get(info.id)
         base = [KEY_SCHEME, task.verifier_id, dict(task.params()), threshold.as_dict() if threshold else None]
-        if set(info.needs) - {"vlm", "llm"}:  # judges are keyed by the tasks themselves
+        if any(judge_role(need) is None for need in info.needs):  # judges are keyed by the tasks themselves
             base.append(model_configuration())
         try:
             instance = self._instance(generation, source or info.source_files[0])

@@ -11,22 +11,12 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
-from ..tasks.catalog import CATALOG, TASK_REGISTRY
+from ..tasks.catalog import CATALOG, TASK_REGISTRY, judge_role
 
 if TYPE_CHECKING:
     from .score import ScoreConfig
 
 # Task needs (the catalog's words) -> the model hub's capabilities.
-NEED_CAPABILITIES: dict[str, tuple[str, ...]] = {
-    "clap": ("audio_text",),
-    "dreamsim": ("image_similarity",),
-    "whisper": ("transcriber",),
-    "gender": ("gender",),
-    "speaker": ("speaker",),
-    "beat_tracker": ("beat_tracker",),
-}
-_TASK_CAPABILITIES = {"a_speech_chinese": ("transcriber_zh",)}  # replaces "whisper" for this task
-_JUDGE_ROLES = {"vlm": "default", "llm": "llm"}
 _JUDGE_FIX = "configure a judge: --vlm-base-url URL --vlm-model NAME (or MMVERIFY_VLM_BASE_URL / MMVERIFY_VLM_MODEL)"
 
 
@@ -93,12 +83,8 @@ def task_readiness(task_id: str) -> TaskReadiness:
     info = CATALOG[task_id]
     readiness = TaskReadiness(task_id)
     for need in info.needs:
-        if need in _JUDGE_ROLES:
-            readiness.requirements.append(judge_requirement(_JUDGE_ROLES[need]))
-            continue
-        capabilities = _TASK_CAPABILITIES.get(task_id) if need == "whisper" else None
-        for capability in capabilities or NEED_CAPABILITIES[need]:
-            readiness.requirements.append(capability_requirement(capability))
+        role = judge_role(need)
+        readiness.requirements.append(capability_requirement(need) if role is None else judge_requirement(role))
     reference_set = getattr(TASK_REGISTRY.get(task_id), "reference_set", None) if info.implemented else None
     if reference_set:
         readiness.requirements.append(reference_requirement(reference_set))

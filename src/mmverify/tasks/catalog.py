@@ -12,13 +12,23 @@ from typing import Any, Mapping
 from ..core.registry import Registry
 
 
+JUDGE_NEED = "judge"  # a vision-language judge; "judge:ROLE" names another role (judge:llm)
+
+
+def judge_role(need: str) -> str | None:
+    """The judge role a need asks for ("judge" -> "default", "judge:llm" -> "llm"); None for a model."""
+    if need == JUDGE_NEED:
+        return "default"
+    return need.split(":", 1)[1] if need.startswith(JUDGE_NEED + ":") else None
+
+
 @dataclass(frozen=True)
 class TaskInfo:
     id: str
     name: str
     group: str  # image | image-text | audio | audio-text
     method: str
-    needs: tuple[str, ...] = ()  # model capabilities beyond programs: vlm, llm, clap, dreamsim, ...
+    needs: tuple[str, ...] = ()  # what beyond programs: model hub capabilities (audio_text, transcriber, ...) and judges
     sources: tuple[str, ...] = ()  # instruction files (stems); defaults to (id,)
     select: str | None = None  # only rows carrying this field belong to the task
     aggregate: str = "mean"  # "mean" over rows, or "mean_of_sources" (equal weight per source file)
@@ -41,22 +51,22 @@ _VLM_EXIST = "VLM existence question per object (CoT, Yes/No last); mean"
 
 TASKS: tuple[TaskInfo, ...] = (
     # -- image (15) -------------------------------------------------------------------------------
-    TaskInfo("i_object_include", "Object inclusion", "image", "VLM scene check x mean(object present)", ("vlm",), impl=f"{_T}.image_judged:ObjectInclude"),
-    TaskInfo("i_object_exclude", "Object exclusion", "image", "VLM scene check x mean(object absent)", ("vlm",), impl=f"{_T}.image_judged:ObjectExclude"),
-    TaskInfo("i_object_count", "Object counting", "image", "VLM count MCQ chosen by the count (3-6 or 7-10 options; strict: 3-6 first, then 7-10); exact option; binary", ("vlm",), impl=f"{_T}.image_judged:ObjectCount"),
-    TaskInfo("i_object_attribute", "Object attribute", "image", _VLM_EXIST, ("vlm",), impl=f"{_T}.image_judged:ObjectAttribute"),
-    TaskInfo("i_object_cot", "Object reasoning (knowledge)", "image", _VLM_EXIST, ("vlm",), impl=f"{_T}.image_judged:ObjectCot"),
-    TaskInfo("i_object_commonsense", "Commonsense objects", "image", _VLM_EXIST, ("vlm",), impl=f"{_T}.image_judged:ObjectCommonsense"),
-    TaskInfo("i_relation_two", "Comparison relation", "image", _VLM_EXIST, ("vlm",), impl=f"{_T}.image_judged:RelationTwo"),
-    TaskInfo("i_relation_all", "Universal relation", "image", _VLM_EXIST, ("vlm",), impl=f"{_T}.image_judged:RelationAll"),
+    TaskInfo("i_object_include", "Object inclusion", "image", "VLM scene check x mean(object present)", ("judge",), impl=f"{_T}.image_judged:ObjectInclude"),
+    TaskInfo("i_object_exclude", "Object exclusion", "image", "VLM scene check x mean(object absent)", ("judge",), impl=f"{_T}.image_judged:ObjectExclude"),
+    TaskInfo("i_object_count", "Object counting", "image", "VLM count MCQ chosen by the count (3-6 or 7-10 options; strict: 3-6 first, then 7-10); exact option; binary", ("judge",), impl=f"{_T}.image_judged:ObjectCount"),
+    TaskInfo("i_object_attribute", "Object attribute", "image", _VLM_EXIST, ("judge",), impl=f"{_T}.image_judged:ObjectAttribute"),
+    TaskInfo("i_object_cot", "Object reasoning (knowledge)", "image", _VLM_EXIST, ("judge",), impl=f"{_T}.image_judged:ObjectCot"),
+    TaskInfo("i_object_commonsense", "Commonsense objects", "image", _VLM_EXIST, ("judge",), impl=f"{_T}.image_judged:ObjectCommonsense"),
+    TaskInfo("i_relation_two", "Comparison relation", "image", _VLM_EXIST, ("judge",), impl=f"{_T}.image_judged:RelationTwo"),
+    TaskInfo("i_relation_all", "Universal relation", "image", _VLM_EXIST, ("judge",), impl=f"{_T}.image_judged:RelationAll"),
     TaskInfo(
         "i_spacial_relative", "Relative position", "image",
-        "VLM exactly-one gates, then left/right or above/below MCQ; binary", ("vlm",),
+        "VLM exactly-one gates, then left/right or above/below MCQ; binary", ("judge",),
         impl=f"{_T}.image_judged:SpacialRelative",
     ),
     TaskInfo(
         "i_spacial_absolute", "Absolute position", "image",
-        "VLM exactly-one gates, then quadrant MCQ; product over constraints", ("vlm",),
+        "VLM exactly-one gates, then quadrant MCQ; product over constraints", ("judge",),
         impl=f"{_T}.image_judged:SpacialAbsolute",
     ),
     TaskInfo(
@@ -69,28 +79,28 @@ TASKS: tuple[TaskInfo, ...] = (
         "colour gate, SSIM of the 10% strips vs flat mean colour minus inner over-fill", (),
         impl=f"{_T}.format_fill:FormatBorder",
     ),
-    TaskInfo("i_ocr", "Text rendering", "image", "VLM OCR list; 1 - min(WER, 1)", ("vlm",), impl=f"{_T}.image_ocr:Ocr"),
+    TaskInfo("i_ocr", "Text rendering", "image", "VLM OCR list; 1 - min(WER, 1)", ("judge",), impl=f"{_T}.image_ocr:Ocr"),
     TaskInfo(
-        "i_ocr_two", "Two-object text rendering", "image", "existence gate, OCR per object; corpus WER", ("vlm",),
+        "i_ocr_two", "Two-object text rendering", "image", "existence gate, OCR per object; corpus WER", ("judge",),
         impl=f"{_T}.image_ocr:OcrTwo",
     ),
     TaskInfo(
         "i_ocr_multi_lingual", "Multilingual text rendering", "image",
-        "OCR: Chinese 1 - CER on two judges' intersection, German 1 - WER; mean of the two", ("vlm",),
+        "OCR: Chinese 1 - CER on two judges' intersection, German 1 - WER; mean of the two", ("judge",),
         sources=("i_ocr_chinese", "i_ocr_german"), aggregate="mean_of_sources", impl=f"{_T}.image_ocr:OcrMultiLingual",
     ),
     # -- interleaved image-text (22) -------------------------------------------------------------
-    TaskInfo("i_edit_object_add", "Object adding", "image-text", "SSIM outside widened bbox x VLM existence on crop", ("vlm",), impl=f"{_T}.editing:EditObjectAdd"),
-    TaskInfo("i_edit_object_remove", "Object removing", "image-text", "SSIM outside widened bbox x VLM absence on crop", ("vlm",), impl=f"{_T}.editing:EditObjectRemove"),
-    TaskInfo("i_edit_object_modify", "Object replacing", "image-text", "SSIM outside widened bbox x VLM existence on crop", ("vlm",), impl=f"{_T}.editing:EditObjectModify"),
-    TaskInfo("i_edit_object_attribute", "Object altering", "image-text", "SSIM outside widened bbox x VLM existence on crop", ("vlm",), impl=f"{_T}.editing:EditObjectAttribute"),
-    TaskInfo("i_edit_text_add", "Text adding", "image-text", "SSIM outside widened bbox x VLM OCR 1 - WER on crop", ("vlm",), impl=f"{_T}.editing:EditTextAdd"),
-    TaskInfo("i_edit_text_alter", "Text altering", "image-text", "SSIM outside widened bbox x VLM OCR 1 - WER on crop", ("vlm",), impl=f"{_T}.editing:EditTextAlter"),
-    TaskInfo("i_edit_add", "Interleaved adding", "image-text", "SSIM outside widened bbox x DreamSim of crops vs reference", ("dreamsim",), impl=f"{_T}.editing:EditAdd"),
-    TaskInfo("i_edit_color", "Interleaved colour altering", "image-text", "SSIM outside widened bbox x DreamSim of crops vs reference", ("dreamsim",), impl=f"{_T}.editing:EditColor"),
-    TaskInfo("i_consistency_semantic", "Semantic consistency", "image-text", "image count = len(object); existence per image; product", ("vlm",), impl=f"{_T}.consistency_objects:ConsistencySemantic"),
-    TaskInfo("i_consistency_compose", "Compositional consistency", "image-text", "image count = len(object); existence per image; product", ("vlm",), impl=f"{_T}.consistency_objects:ConsistencyCompose"),
-    TaskInfo("i_consistency_decompose", "Decompositional consistency", "image-text", "image count = len(object); existence per image; product", ("vlm",), impl=f"{_T}.consistency_objects:ConsistencyDecompose"),
+    TaskInfo("i_edit_object_add", "Object adding", "image-text", "SSIM outside widened bbox x VLM existence on crop", ("judge",), impl=f"{_T}.editing:EditObjectAdd"),
+    TaskInfo("i_edit_object_remove", "Object removing", "image-text", "SSIM outside widened bbox x VLM absence on crop", ("judge",), impl=f"{_T}.editing:EditObjectRemove"),
+    TaskInfo("i_edit_object_modify", "Object replacing", "image-text", "SSIM outside widened bbox x VLM existence on crop", ("judge",), impl=f"{_T}.editing:EditObjectModify"),
+    TaskInfo("i_edit_object_attribute", "Object altering", "image-text", "SSIM outside widened bbox x VLM existence on crop", ("judge",), impl=f"{_T}.editing:EditObjectAttribute"),
+    TaskInfo("i_edit_text_add", "Text adding", "image-text", "SSIM outside widened bbox x VLM OCR 1 - WER on crop", ("judge",), impl=f"{_T}.editing:EditTextAdd"),
+    TaskInfo("i_edit_text_alter", "Text altering", "image-text", "SSIM outside widened bbox x VLM OCR 1 - WER on crop", ("judge",), impl=f"{_T}.editing:EditTextAlter"),
+    TaskInfo("i_edit_add", "Interleaved adding", "image-text", "SSIM outside widened bbox x DreamSim of crops vs reference", ("image_similarity",), impl=f"{_T}.editing:EditAdd"),
+    TaskInfo("i_edit_color", "Interleaved colour altering", "image-text", "SSIM outside widened bbox x DreamSim of crops vs reference", ("image_similarity",), impl=f"{_T}.editing:EditColor"),
+    TaskInfo("i_consistency_semantic", "Semantic consistency", "image-text", "image count = len(object); existence per image; product", ("judge",), impl=f"{_T}.consistency_objects:ConsistencySemantic"),
+    TaskInfo("i_consistency_compose", "Compositional consistency", "image-text", "image count = len(object); existence per image; product", ("judge",), impl=f"{_T}.consistency_objects:ConsistencyCompose"),
+    TaskInfo("i_consistency_decompose", "Decompositional consistency", "image-text", "image count = len(object); existence per image; product", ("judge",), impl=f"{_T}.consistency_objects:ConsistencyDecompose"),
     TaskInfo(
         "i_consistency_3d_object", "Multi-angle consistency", "image-text",
         "mean SSIM(generated view i, reference view i)", (), impl=f"{_T}.consistency_views:MultiAngle",
@@ -99,14 +109,14 @@ TASKS: tuple[TaskInfo, ...] = (
         "i_consistency_3d_scene", "Multi-view consistency", "image-text",
         "mean SSIM(generated view i, reference view i)", (), impl=f"{_T}.consistency_views:MultiView",
     ),
-    TaskInfo("it_coherence_count", "Count coherence", "image-text", "<count>N</count> (2<N<7) must match VLM count MCQ", ("vlm",), impl=f"{_T}.coherence:CoherenceCount"),
-    TaskInfo("it_coherence_color", "Colour coherence", "image-text", "JSON object->colour map must match; VLM confirms each; product", ("vlm",), impl=f"{_T}.coherence:CoherenceColor"),
-    TaskInfo("it_coherence_size", "Size coherence", "image-text", "ranking list; VLM checks every pair; product", ("vlm",), impl=f"{_T}.coherence:CoherenceSize"),
-    TaskInfo("it_coherence_spacial_relative", "Relative position coherence", "image-text", "model's letters vs VLM answers after exactly-one gates; product", ("vlm",), impl=f"{_T}.coherence:CoherenceSpacialRelative"),
-    TaskInfo("it_coherence_spacial_absolute", "Absolute position coherence", "image-text", "model's letters vs VLM answers after exactly-one gates; product", ("vlm",), impl=f"{_T}.coherence:CoherenceSpacialAbsolute"),
-    TaskInfo("it_coherence_ocr", "Text coherence", "image-text", "model's own text vs VLM OCR of its image; 1 - WER", ("vlm",), impl=f"{_T}.coherence:CoherenceOcr"),
-    TaskInfo("it_coherence_math", "Math reasoning", "image-text", "<<pattern>> judged by an LLM x last image judged by a VLM", ("llm", "vlm"), impl=f"{_T}.reasoning:CoherenceMath"),
-    TaskInfo("it_coherence_code", "Code reasoning", "image-text", "DreamSim(last image, rendered reference SVG) x existence", ("dreamsim", "vlm"), impl=f"{_T}.reasoning:CoherenceCode"),
+    TaskInfo("it_coherence_count", "Count coherence", "image-text", "<count>N</count> (2<N<7) must match VLM count MCQ", ("judge",), impl=f"{_T}.coherence:CoherenceCount"),
+    TaskInfo("it_coherence_color", "Colour coherence", "image-text", "JSON object->colour map must match; VLM confirms each; product", ("judge",), impl=f"{_T}.coherence:CoherenceColor"),
+    TaskInfo("it_coherence_size", "Size coherence", "image-text", "ranking list; VLM checks every pair; product", ("judge",), impl=f"{_T}.coherence:CoherenceSize"),
+    TaskInfo("it_coherence_spacial_relative", "Relative position coherence", "image-text", "model's letters vs VLM answers after exactly-one gates; product", ("judge",), impl=f"{_T}.coherence:CoherenceSpacialRelative"),
+    TaskInfo("it_coherence_spacial_absolute", "Absolute position coherence", "image-text", "model's letters vs VLM answers after exactly-one gates; product", ("judge",), impl=f"{_T}.coherence:CoherenceSpacialAbsolute"),
+    TaskInfo("it_coherence_ocr", "Text coherence", "image-text", "model's own text vs VLM OCR of its image; 1 - WER", ("judge",), impl=f"{_T}.coherence:CoherenceOcr"),
+    TaskInfo("it_coherence_math", "Math reasoning", "image-text", "<<pattern>> judged by an LLM x last image judged by a VLM", ("judge:llm", "judge"), impl=f"{_T}.reasoning:CoherenceMath"),
+    TaskInfo("it_coherence_code", "Code reasoning", "image-text", "DreamSim(last image, rendered reference SVG) x existence", ("image_similarity", "judge"), impl=f"{_T}.reasoning:CoherenceCode"),
     TaskInfo(
         "i_structure", "Interleaved image-text order", "image-text",
         "modality sequence (t/i, text merged) must be one of `order`; binary", (),
@@ -114,27 +124,27 @@ TASKS: tuple[TaskInfo, ...] = (
     ),
     # -- sound and music (9) ----------------------------------------------------------------------
     TaskInfo(
-        "a_sound_begin_end", "Sound begin-end", "audio", "CLAP top-10 vs ESC-50 class on first/last min(4 s, half); > 0.68", ("clap",),
+        "a_sound_begin_end", "Sound begin-end", "audio", "CLAP top-10 vs ESC-50 class on first/last min(4 s, half); > 0.68", ("audio_text",),
         impl=f"{_T}.sound:SoundBeginEnd",
     ),
     TaskInfo(
-        "a_sound_include", "Sound inclusion", "audio", "CLAP top-10 vs ESC-50 class on the `range` fraction; > 0.68", ("clap",),
+        "a_sound_include", "Sound inclusion", "audio", "CLAP top-10 vs ESC-50 class on the `range` fraction; > 0.68", ("audio_text",),
         impl=f"{_T}.sound:SoundInclude",
     ),
     TaskInfo(
-        "a_sound_cot", "Sound reasoning (knowledge)", "audio", "CLAP top-10 vs ESC-50 class on the whole clip; > 0.68", ("clap",),
+        "a_sound_cot", "Sound reasoning (knowledge)", "audio", "CLAP top-10 vs ESC-50 class on the whole clip; > 0.68", ("audio_text",),
         impl=f"{_T}.sound:SoundCot",
     ),
     TaskInfo(
-        "a_sound_silence", "Sound-silence-sound", "audio", "silence split into exactly 2 segments; CLAP start/end; > 0.68", ("clap",),
+        "a_sound_silence", "Sound-silence-sound", "audio", "silence split into exactly 2 segments; CLAP start/end; > 0.68", ("audio_text",),
         impl=f"{_T}.sound:SoundSilence",
     ),
     TaskInfo(
-        "a_music_instrument", "Instrument inclusion", "audio", "CLAP top-10 vs OpenMIC instrument; > 0.62", ("clap",),
+        "a_music_instrument", "Instrument inclusion", "audio", "CLAP top-10 vs OpenMIC instrument; > 0.62", ("audio_text",),
         sources=("a_music_attribute",), select="instrument", impl=f"{_T}.sound:MusicInstrument",
     ),
     TaskInfo(
-        "a_music_exclude", "Instrument exclusion", "audio", "CLAP top-10 vs OpenMIC instrument; < 0.62", ("clap",),
+        "a_music_exclude", "Instrument exclusion", "audio", "CLAP top-10 vs OpenMIC instrument; < 0.62", ("audio_text",),
         impl=f"{_T}.sound:MusicExclude",
     ),
     TaskInfo(
@@ -146,22 +156,22 @@ TASKS: tuple[TaskInfo, ...] = (
         impl=f"{_T}.music:MusicIntensity",
     ),
     TaskInfo(
-        "a_music_genre", "Music genre", "audio", "CLAP top-10 vs GTZAN genre; > 0.69", ("clap",), select="genre",
+        "a_music_genre", "Music genre", "audio", "CLAP top-10 vs GTZAN genre; > 0.69", ("audio_text",), select="genre",
         impl=f"{_T}.sound:MusicGenre",
     ),
     # -- speech and interleaved audio-text (9) ------------------------------------------------------
-    TaskInfo("a_speech_attribute", "Voice attributes", "audio-text", "(1 - WER) x gender x pitch band x speaking rate", ("whisper", "gender"), impl=f"{_T}.speech:SpeechAttribute"),
-    TaskInfo("a_speech_chinese", "Chinese voice attributes", "audio-text", "(1 - CER) x gender x pitch band x speaking rate", ("whisper", "gender"), impl=f"{_T}.speech:SpeechChinese"),
-    TaskInfo("a_speech_imitate", "Voice imitation", "audio-text", "(1 - WER) x [speaker similarity > 0.93]", ("whisper", "speaker"), impl=f"{_T}.speech:SpeechImitate"),
-    TaskInfo("a_speech_constraint", "Transcript constraints", "audio-text", "IFEval-style checks on the transcript; binary", ("whisper",), impl=f"{_T}.speech:SpeechConstraint"),
-    TaskInfo("a_speech_modify", "Transcript modification", "audio-text", "IFEval-style checks on the transcript; binary", ("whisper",), impl=f"{_T}.speech:SpeechModify"),
+    TaskInfo("a_speech_attribute", "Voice attributes", "audio-text", "(1 - WER) x gender x pitch band x speaking rate", ("transcriber", "gender"), impl=f"{_T}.speech:SpeechAttribute"),
+    TaskInfo("a_speech_chinese", "Chinese voice attributes", "audio-text", "(1 - CER) x gender x pitch band x speaking rate", ("transcriber_zh", "gender"), impl=f"{_T}.speech:SpeechChinese"),
+    TaskInfo("a_speech_imitate", "Voice imitation", "audio-text", "(1 - WER) x [speaker similarity > 0.93]", ("transcriber", "speaker"), impl=f"{_T}.speech:SpeechImitate"),
+    TaskInfo("a_speech_constraint", "Transcript constraints", "audio-text", "IFEval-style checks on the transcript; binary", ("transcriber",), impl=f"{_T}.speech:SpeechConstraint"),
+    TaskInfo("a_speech_modify", "Transcript modification", "audio-text", "IFEval-style checks on the transcript; binary", ("transcriber",), impl=f"{_T}.speech:SpeechModify"),
     TaskInfo(
         "a_consistency_conversation", "Conversation consistency", "audio-text",
-        "per-turn constraints x same-speaker similarity > 0.93 (distinct speakers reported)", ("whisper", "speaker"),
+        "per-turn constraints x same-speaker similarity > 0.93 (distinct speakers reported)", ("transcriber", "speaker"),
         impl=f"{_T}.conversation:Conversation",
     ),
-    TaskInfo("a_speech_translate", "Speech translation", "audio-text", "sentence BLEU / 100 of the transcript", ("whisper",), impl=f"{_T}.speech:SpeechTranslate"),
-    TaskInfo("a_speech_retrieve", "Speech retrieval", "audio-text", "1 - WER of the transcript", ("whisper",), impl=f"{_T}.speech:SpeechRetrieve"),
+    TaskInfo("a_speech_translate", "Speech translation", "audio-text", "sentence BLEU / 100 of the transcript", ("transcriber",), impl=f"{_T}.speech:SpeechTranslate"),
+    TaskInfo("a_speech_retrieve", "Speech retrieval", "audio-text", "1 - WER of the transcript", ("transcriber",), impl=f"{_T}.speech:SpeechRetrieve"),
     TaskInfo(
         "a_structure", "Interleaved audio-text order", "audio-text",
         "modality sequence (t/a, text merged) must be one of `order`; binary", (),
