@@ -45,10 +45,10 @@ IMPLEMENTED = {
     "a_sound_begin_end", "a_sound_include", "a_sound_cot", "a_sound_silence",
     "a_music_instrument", "a_music_exclude", "a_music_genre",
     *(SPEECH_NEEDS := {
-        "a_speech_attribute": ("whisper", "gender"), "a_speech_chinese": ("whisper", "gender"),
-        "a_speech_imitate": ("whisper", "speaker"), "a_consistency_conversation": ("whisper", "speaker"),
-        "a_speech_constraint": ("whisper",), "a_speech_modify": ("whisper",), "a_speech_translate": ("whisper",),
-        "a_speech_retrieve": ("whisper",),
+        "a_speech_attribute": ("transcriber", "gender"), "a_speech_chinese": ("transcriber_zh", "gender"),
+        "a_speech_imitate": ("transcriber", "speaker"), "a_consistency_conversation": ("transcriber", "speaker"),
+        "a_speech_constraint": ("transcriber",), "a_speech_modify": ("transcriber",), "a_speech_translate": ("transcriber",),
+        "a_speech_retrieve": ("transcriber",),
     }),
     *(IMAGE_JUDGED := {
         "i_object_include", "i_object_exclude", "i_object_count", "i_object_attribute", "i_object_cot",
@@ -60,15 +60,15 @@ IMPLEMENTED = {
             "i_edit_object_add", "i_edit_object_remove", "i_edit_object_modify", "i_edit_object_attribute",
             "i_edit_text_add", "i_edit_text_alter", "i_consistency_semantic", "i_consistency_compose",
             "i_consistency_decompose",
-        ), ("vlm",)),
-        "i_edit_add": ("dreamsim",), "i_edit_color": ("dreamsim",),
+        ), ("judge",)),
+        "i_edit_add": ("image_similarity",), "i_edit_color": ("image_similarity",),
     }),
     *(COHERENCE_NEEDS := {  # self-coherence and reasoning tasks: a VLM judge, plus an LLM (math) or DreamSim (code)
         **dict.fromkeys((
             "it_coherence_count", "it_coherence_color", "it_coherence_size", "it_coherence_spacial_relative",
             "it_coherence_spacial_absolute", "it_coherence_ocr",
-        ), ("vlm",)),
-        "it_coherence_math": ("llm", "vlm"), "it_coherence_code": ("dreamsim", "vlm"),
+        ), ("judge",)),
+        "it_coherence_math": ("judge:llm", "judge"), "it_coherence_code": ("image_similarity", "judge"),
     }),
 }
 
@@ -164,8 +164,8 @@ def test_implementations_import_to_a_task_class_with_that_id(task_id: str):
     assert TASK_REGISTRY.get(f"task:{task_id}") is cls
     # the tempo tracker and CLAP are the only models implemented tasks need; the others are programs
     clap = {"a_sound_begin_end", "a_sound_include", "a_sound_cot", "a_sound_silence", "a_music_instrument", "a_music_exclude", "a_music_genre"}
-    needs = ("beat_tracker",) if task_id == "a_music_tempo" else ("clap",) if task_id in clap else ()
-    needs = ("vlm",) if task_id in IMAGE_JUDGED else needs  # the judged image tasks need only a VLM judge
+    needs = ("beat_tracker",) if task_id == "a_music_tempo" else ("audio_text",) if task_id in clap else ()
+    needs = ("judge",) if task_id in IMAGE_JUDGED else needs  # the judged image tasks need only a VLM judge
     needs = SPEECH_NEEDS.get(task_id, needs)  # speech tasks: Whisper plus a gender or speaker model
     needs = EDITING_NEEDS.get(task_id, needs)
     needs = COHERENCE_NEEDS.get(task_id, needs)

@@ -19,3 +19,31 @@ def test_readiness_checks_exactly_the_declared_capabilities():
     assert [r.what.split(" ")[0] for r in chinese.requirements][:2] == ["transcriber_zh", "gender"]
     judged = task_readiness("it_coherence_count")
     assert any(r.what.startswith("judge") for r in judged.requirements)
+
+
+def test_a_task_reaches_only_what_it_declares(monkeypatch):
+    import pytest
+
+    from mmverify.api import score_items
+    from mmverify.models.base import ModelUnavailable
+    from mmverify.tasks import models
+    from mmverify.tasks.music import MusicIntensity
+
+    with models.declared("a_sound_cot"):
+        with pytest.raises(models.UndeclaredNeed, match="'transcriber'.*audio_text"):
+            models.backend("transcriber")
+        with pytest.raises(models.UndeclaredNeed, match="'judge'"):
+            models.judge("ocr")
+    with models.declared("it_coherence_math"):
+        for role in ("llm", "default"):  # declared: the hub answers (here: no judge is configured)
+            with pytest.raises(ModelUnavailable):
+                models.judge(role)
+
+    # a program task that reaches for a model scores an internal_error row naming the undeclared need
+    def sneaky(self, instance, response):
+        return models.backend("speaker")
+
+    monkeypatch.setattr(MusicIntensity, "score", sneaky)
+    item = {"task": "a_music_intensity", "instance": {"trend": "fade_in"}, "parts": []}
+    [row] = score_items([item])
+    assert row["error"]["code"] == "internal_error" and "does not declare" in row["error"]["message"]

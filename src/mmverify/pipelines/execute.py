@@ -31,6 +31,7 @@ from typing import Any, Iterable, Iterator, Union
 from ..core.errors import ErrorCode, GenerationFault, ScoringError
 from ..core.types import Check
 from ..tasks.catalog import TASK_REGISTRY
+from ..tasks.models import declared
 from ..tasks.response import Response
 from .plan import WorkItem
 from .results import error_row as build_error_row, make_row
@@ -78,7 +79,8 @@ def warm_up(item: WorkItem) -> tuple[dict[str, Any], float]:
     try:
         hook = getattr(_task_for(item), "warm_up", None)
         if callable(hook):
-            hook()
+            with declared(item.task):
+                hook()
     except (ItemTimeout, KeyboardInterrupt):
         raise
     except Exception:
@@ -97,7 +99,8 @@ def score_item(item: WorkItem) -> dict[str, Any]:
     task = None
     try:
         task = _task_for(item)
-        check = task.score(item.instance, Response(item.parts, item.limits))
+        with declared(item.task):
+            check = task.score(item.instance, Response(item.parts, item.limits))
         return make_row(**asdict(item.identity), check=check, passed=_passed(item, task, check))
     except GenerationFault as fault:
         evidence = dict(fault.evidence)

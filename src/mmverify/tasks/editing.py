@@ -37,6 +37,7 @@ from ..core.types import Check, Instance
 from ..verifiers.image.fill import Box
 from ..verifiers.image.preserve import check_preserved_outside, edited_crop, resize_to, widen_box
 from ..verifiers.image.ssim import DEFAULT_WIN
+from . import models
 from .base import Task, require_field
 from .image_judged import JudgedImageTask, JudgeSession, invalid, texts_of
 from .image_ocr import NormalizationOption, normalizer, word_accuracy
@@ -250,9 +251,8 @@ class _ReferenceEdit(Task):
 
 
 def crop_similarity(generated: np.ndarray, reference: np.ndarray) -> float:
-    from ..models.hub import get_hub  # late: `mmverify tasks` must not import model code
 
-    values = get_hub().backend("image_similarity").similarity([(generated, reference)])
+    values = models.backend("image_similarity").similarity([(generated, reference)])
     value = float(values[0]) if len(values) == 1 else math.nan
     if not (0.0 <= value <= 1.0):
         raise ScoringError(ErrorCode.INTERNAL, f"image_similarity returned {list(values)!r} for one pair")

@@ -45,6 +45,7 @@ from ..verifiers.vlm.templates import (
     question,
     relative_key,
 )
+from . import models
 from .base import Task, require_field
 from .response import Response
 
@@ -62,9 +63,7 @@ class JudgeSession:
     def judge(role: str) -> Any:
         # looked up per item, not per task object: executors keep task objects for the whole run,
         # while the hub's configuration (and tests' fakes) may change between runs
-        from ..models.hub import get_hub
-
-        return get_hub().judge(role)
+        return models.judge(role)
 
     def ask(self, template_id: str, *, step: str, role: str = "default", **values: str) -> Verdict:
         return self.record.ask(self.judge(role), question(template_id, **values), [self.image], step=step, role=role)

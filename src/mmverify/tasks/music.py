@@ -10,6 +10,7 @@ from ..core.types import Check, Instance
 from ..verifiers.audio import PUBLISHED_SAMPLE_RATE
 from ..verifiers.audio.intensity import TRENDS, IntensityParams, check_intensity
 from ..verifiers.audio.tempo import ESTIMATORS, check_tempo, estimate_bpm
+from . import models
 from .base import Task, require_field
 from .response import Response
 
@@ -89,8 +90,6 @@ class MusicTempo(Task):
     def score(self, instance: Instance, response: Response) -> Check:
         import librosa
 
-        from ..models.hub import get_hub
-
         target = require_field(instance, "tempo")
         if not isinstance(target, (int, float)) or isinstance(target, bool) or target <= 0:
             raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: tempo must be a positive number")
@@ -98,7 +97,7 @@ class MusicTempo(Task):
         trimmed, _ = librosa.effects.trim(audio, top_db=self.trim_top_db)
         if len(trimmed) == 0:
             return Check.fail("silent_audio")
-        tracker = get_hub().backend("beat_tracker")
+        tracker = models.backend("beat_tracker")
         beats = tracker.beats(trimmed, rate)
         duration = len(trimmed) / rate
         estimator = self.estimator_for(tracker)

@@ -35,6 +35,7 @@ from ..core.types import Check, Instance
 from ..verifiers.image.svg import PUBLISHED_SIZE, WHITE, SvgError, SvgRendererUnavailable, find_svg, render_svg
 from ..verifiers.vlm.coherence_templates import coherence_question
 from ..verifiers.vlm.templates import CODE_TEMPLATE_VERSION, code_criteria_question
+from . import models
 from .base import require_field
 from .coherence import MAX_SEARCHED_TEXT, CoherenceSession, CoherenceTask, fault
 from .image_judged import invalid, text_of, texts_of
@@ -192,9 +193,8 @@ class CoherenceCode(CoherenceTask):
 
 
 def _similarity(generated: np.ndarray, reference: np.ndarray) -> tuple[float, str]:
-    from ..models.hub import get_hub  # late: `mmverify tasks` must not import model code
 
-    backend = get_hub().backend("image_similarity")
+    backend = models.backend("image_similarity")
     values = list(backend.similarity([(generated, reference)]))
     if len(values) != 1 or not np.isfinite(values[0]):
         raise ScoringError(ErrorCode.INTERNAL, f"image_similarity returned {values!r} for one pair")

@@ -40,6 +40,7 @@ from ..references.index import PUBLISHED_LOAD_RATE
 from ..references.sets import SETS, reference_set
 from ..verifiers.audio import PUBLISHED_SAMPLE_RATE
 from ..verifiers.audio.segments import edge_bounds, edge_seconds, fraction_bounds, split_on_silence
+from . import models
 from .base import Task, require_field
 from .response import Response
 
@@ -161,8 +162,6 @@ class ClapClassTask(Task):
         return {name: value.strip() for name, value in found.items()}
 
     def score(self, instance: Instance, response: Response) -> Check:
-        from ..models.hub import get_hub
-
         # Everything that is the user's problem is checked before the generation is judged.
         wanted = self.classes(instance)
         self.validate(instance)
@@ -176,7 +175,7 @@ class ClapClassTask(Task):
                 "audio_too_short", f"{len(audio) / rate:.2f} s leaves an empty segment", seconds=round(len(audio) / rate, 4)
             )
 
-        embedder = clap_front_end(get_hub().backend("audio_text"), self.padding)
+        embedder = clap_front_end(models.backend("audio_text"), self.padding)
         index = references.index(embedder, load_rate=PUBLISHED_LOAD_RATE)
         clips = [self._part(audio[start:end], rate, embedder.sample_rate) for start, end in spans.values()]
         embeddings = embedder.embed_audio(clips)

@@ -39,6 +39,7 @@ from ..verifiers.speech.text_metrics import (
 )
 from ..verifiers.text import evaluate, parse_mmmg_constraint
 from ..verifiers.text.mmmg import SEMANTICS, MmmgChecker
+from . import models
 from .base import Task, require_field
 from .media import instance_audios
 from .response import Response
@@ -76,12 +77,6 @@ def transcription_for(profile: str) -> Transcription:
 # -- shared steps ---------------------------------------------------------------------------------------
 
 
-def _hub() -> Any:
-    from ..models.hub import get_hub  # imported late: `mmverify tasks` must not import model code
-
-    return get_hub()
-
-
 def transcribe(
     clips: Sequence[np.ndarray], rate: int, language: str = "en", policy: Transcription = PUBLISHED_TRANSCRIPTION
 ) -> list[str]:
@@ -89,7 +84,7 @@ def transcribe(
     ``language`` ("en" or "zh") forced or detected and the clip limited as ``policy`` says."""
     if language not in ("en", "zh"):
         raise ValueError(f"language must be 'en' or 'zh', got {language!r}")
-    backend = _hub().backend("transcriber_zh" if language == "zh" else "transcriber")
+    backend = models.backend("transcriber_zh" if language == "zh" else "transcriber")
     inputs = [resample(clip, rate, backend.sample_rate) for clip in clips]
     return backend.transcribe(inputs, language=language if policy.force_language else DETECT, max_seconds=policy.max_seconds)
 
@@ -108,7 +103,7 @@ def transcript_evidence(transcript: str, normalizer: str = "english") -> dict[st
 
 def speaker_similarities(clips: Sequence[np.ndarray], rate: int) -> np.ndarray:
     """Pairwise cosine similarities of the clips' speaker embeddings (rows are unit-norm)."""
-    backend = _hub().backend("speaker")
+    backend = models.backend("speaker")
     embeddings = np.asarray(backend.embed([resample(clip, rate, backend.sample_rate) for clip in clips]), dtype=np.float64)
     return embeddings @ embeddings.T
 
@@ -305,7 +300,7 @@ class SpeechAttribute(SpeechTask):
 
 def _predict_gender(audio: np.ndarray) -> tuple[str | None, dict[str, float]]:
     """The classifier's label for the clip (None on a tie) and its probabilities."""
-    classifier = _hub().backend("gender")
+    classifier = models.backend("gender")
     probs = classifier.classify([resample(audio, SAMPLE_RATE, classifier.sample_rate)])[0]
     if set(probs) != set(GENDERS):
         raise ScoringError(ErrorCode.MODEL_UNAVAILABLE, f"gender classifier labels {sorted(probs)} are not {list(GENDERS)}")
