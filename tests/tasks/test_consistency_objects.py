@@ -135,8 +135,8 @@ def test_combination_matches_the_reference(tmp_path, monkeypatch, task):
 
 def test_params_carry_templates_and_judges():
     from mmverify.tasks.catalog import TASK_REGISTRY
-    from mmverify.verifiers.vlm.templates import TEMPLATE_VERSION
+    from mmverify.verifiers.vlm.templates import TEMPLATE_KEY
 
     for task in TASKS:
         params = TASK_REGISTRY.get(task)().params()
-        assert params["templates"] == TEMPLATE_VERSION and params["roles"] == ["default"] and "judges" in params
+        assert params["templates"] == TEMPLATE_KEY and params["roles"] == ["default"] and "judges" in params

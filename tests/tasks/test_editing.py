@@ -413,11 +413,11 @@ def test_determinism_and_evidence(tmp_path, instructions, source, monkeypatch, t
 
 def test_params_name_templates_judges_and_margins():
     from mmverify.tasks.catalog import TASK_REGISTRY
-    from mmverify.verifiers.vlm.templates import TEMPLATE_VERSION
+    from mmverify.verifiers.vlm.templates import TEMPLATE_KEY
 
     for task in JUDGED:
         params = TASK_REGISTRY.get(task)().params()
-        assert params["templates"] == TEMPLATE_VERSION and params["margin_divisor"] == 20 and "judges" in params
+        assert params["templates"] == TEMPLATE_KEY and params["margin_divisor"] == 20 and "judges" in params
     assert TASK_REGISTRY.get("i_edit_text_add")().params()["roles"] == ["ocr"]
     for task in ("i_edit_text_add", "i_edit_text_alter"):
         cls = TASK_REGISTRY.get(task)

@@ -605,11 +605,11 @@ def test_every_task_asks_through_the_hub_roles(tmp_path, image, mmmg_instruction
 
 def test_params_carry_the_template_version_and_the_profile_settings():
     from mmverify.tasks.catalog import TASK_REGISTRY
-    from mmverify.verifiers.vlm.templates import TEMPLATE_VERSION
+    from mmverify.verifiers.vlm.templates import TEMPLATE_KEY
 
     for task in JUDGED:
         params = TASK_REGISTRY.get(task)().params()
-        assert params["templates"] == TEMPLATE_VERSION == 2 and params["roles"]
+        assert params["templates"] == TEMPLATE_KEY and TEMPLATE_KEY.startswith("2:") and params["roles"]
     settings = {"i_object_count": "stages", "i_spacial_relative": "gates", "i_spacial_absolute": "gates", "i_ocr": "normalization",
                 "i_ocr_two": "normalization", "i_ocr_multi_lingual": "normalization"}  # fmt: skip
     for task, key in settings.items():

@@ -49,10 +49,10 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 from ..core.errors import GenerationFault
 from ..core.types import Check, Instance
 from ..models.judge_config import judge_identities
-from ..verifiers.vlm.coherence_templates import COHERENCE_TEMPLATE_VERSION, coherence_question
+from ..verifiers.vlm.coherence_templates import COHERENCE_TEMPLATE_KEY, coherence_question
 from ..verifiers.vlm.ocr import normalizer, word_accuracy
 from ..verifiers.vlm.record import Verdict
-from ..verifiers.vlm.templates import TEMPLATE_VERSION, Question, count_letter
+from ..verifiers.vlm.templates import TEMPLATE_KEY, Question, count_letter
 from .base import Task, require_field
 from .image_judged import JudgeSession, bare, invalid, text_of, texts_of
 from .response import Response
@@ -236,8 +236,8 @@ class CoherenceTask(Task):
     def params(self) -> Mapping[str, Any]:
         # which model answers each role is part of the result key: another judge means a rescore
         return {
-            "templates": TEMPLATE_VERSION,
-            "coherence_templates": COHERENCE_TEMPLATE_VERSION,
+            "templates": TEMPLATE_KEY,
+            "coherence_templates": COHERENCE_TEMPLATE_KEY,
             "roles": list(self.roles),
             "judges": judge_identities(self.roles),
         }

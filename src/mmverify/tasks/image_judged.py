@@ -38,7 +38,7 @@ from ..core.types import Check, Instance
 from ..models.judge_config import judge_identities
 from ..verifiers.vlm.record import JudgeRecord, Verdict
 from ..verifiers.vlm.templates import (
-    TEMPLATE_VERSION,
+    TEMPLATE_KEY,
     count_letter,
     count_more_letter,
     quadrant_letter,
@@ -102,7 +102,7 @@ class JudgedImageTask(Task):
 
     def params(self) -> Mapping[str, Any]:
         # which model answers each role is part of the result key: another judge means a rescore
-        return {"templates": TEMPLATE_VERSION, "roles": list(self.roles), "judges": judge_identities(self.roles)}
+        return {"templates": TEMPLATE_KEY, "roles": list(self.roles), "judges": judge_identities(self.roles)}
 
     @abstractmethod
     def read(self, instance: Instance) -> Any: ...

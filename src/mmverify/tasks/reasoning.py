@@ -34,7 +34,7 @@ from ..core.errors import ErrorCode, ScoringError
 from ..core.types import Check, Instance
 from ..verifiers.image.svg import PUBLISHED_SIZE, WHITE, SvgError, SvgRendererUnavailable, find_svg, render_svg
 from ..verifiers.vlm.coherence_templates import coherence_question
-from ..verifiers.vlm.templates import CODE_TEMPLATE_VERSION, code_criteria_question
+from ..verifiers.vlm.templates import CODE_TEMPLATE_KEY, code_criteria_question
 from . import models
 from .base import require_field
 from .coherence import MAX_SEARCHED_TEXT, CoherenceSession, CoherenceTask, fault
@@ -117,7 +117,7 @@ class CoherenceCode(CoherenceTask):
         background = None if self.background is None else list(self.background)
         return {
             **super().params(),
-            "code_templates": CODE_TEMPLATE_VERSION,
+            "code_templates": CODE_TEMPLATE_KEY,
             "render_size": self.render_size,
             "background": background,
         }

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .templates import Question, Template
+from .templates import Question, Template, wording_key
 
 COHERENCE_TEMPLATE_VERSION = 2
 
@@ -90,6 +90,7 @@ COHERENCE_TEMPLATES: Mapping[str, Template] = {
         ),
     )
 }
+COHERENCE_TEMPLATE_KEY = wording_key(COHERENCE_TEMPLATE_VERSION, COHERENCE_TEMPLATES.values())
 
 
 def coherence_question(template_id: str, **values: str) -> CoherenceQuestion:

@@ -14,16 +14,19 @@ Principles (from the MMMG study of judge reliability):
   or unclear text is ignored, as the published OCR prompts ask); Chinese is read conservatively
   (only characters the judge is sure of) because judges "read" the characters they expect.
 
-Templates are data.  Changing any wording changes scores, so it must come with a new
-``TEMPLATE_VERSION`` (tasks put it in ``params()``, which is part of every result key) and a new
-``version`` on the changed templates (the evidence names each question as ``<id>@<version>``).
+Templates are data.  Changing any wording changes scores, so it comes with a new
+``TEMPLATE_VERSION`` and a new ``version`` on the changed templates (the evidence names each
+question as ``<id>@<version>``).  Tasks put :data:`TEMPLATE_KEY` -- the version and a digest of
+every template's wording -- in ``params()``, which is part of every result key, so an edit rescores
+even where nobody bumped a version.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
-from typing import Literal, Mapping, Sequence
+from typing import Iterable, Literal, Mapping, Sequence
 
 TEMPLATE_VERSION = 2
 
@@ -226,6 +229,18 @@ def question(template_id: str, **values: str) -> Question:
     return TEMPLATES[template_id].fill(**values)
 
 
+def wording_key(version: int, templates: Iterable[Template]) -> str:
+    """``version`` and a digest of the templates' wording: what tasks put in their result key, so
+    an edited prompt rescores even where its version was not bumped."""
+    digest = hashlib.sha256()
+    for template in sorted(templates, key=lambda t: t.id):
+        digest.update(repr((template.id, template.kind, template.text, template.letters, template.version)).encode())
+    return f"{version}:{digest.hexdigest()[:12]}"
+
+
+TEMPLATE_KEY = wording_key(TEMPLATE_VERSION, TEMPLATES.values())
+
+
 # -- figures judged against criteria (it_coherence_code) -------------------------------------------
 # Kept out of TEMPLATES and versioned on its own, so that it rescores only the task that asks it.
 # The reply ends with ``VERDICT: PASS`` / ``VERDICT: FAIL`` (read by ``parse.parse_verdict``).
@@ -252,6 +267,7 @@ CODE_CRITERIA = Template(
     ),
     version=CODE_TEMPLATE_VERSION,
 )
+CODE_TEMPLATE_KEY = wording_key(CODE_TEMPLATE_VERSION, [CODE_CRITERIA])
 
 
 def code_criteria_question(description: str, criteria: Sequence[str]) -> Question:
