@@ -26,6 +26,8 @@ Fixtures
     ``queue(*r)``      reply with these in order, then 400 "script exhausted".
     ``delay``          seconds every reply waits before it is sent (default 0; ``FOREVER``: no reply
                        until the server closes).
+    ``usage``          the ``usage`` object of generated replies (default 1 prompt + 1 completion
+                       token); ``None`` leaves it out, as servers that report no usage do.
     ``hold()``, ``release(n=1)``, ``open()``, ``held``
                        from ``hold()`` on, every request waits (counted as in flight) until the test
                        ``release``s it, oldest first; ``open()`` lets all go and stops holding;
@@ -135,12 +137,18 @@ class RecordedRequest:
 Responder = Callable[[RecordedRequest], Union[Reply, str]]
 
 
-def chat_completion(content: str | None, model: str = MODEL) -> dict[str, Any]:
-    return {
+DEFAULT_USAGE: Mapping[str, int] = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+
+
+def chat_completion(content: str | None, model: str = MODEL, usage: Mapping[str, int] | None = DEFAULT_USAGE) -> dict[str, Any]:
+    """A chat-completions body; ``usage=None`` leaves the ``usage`` object out (as some servers do)."""
+    body = {
         "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }  # fmt: skip
+    if usage is not None:
+        body["usage"] = dict(usage)
+    return body
 
 
 def _error(status: int, message: str) -> Reply:
@@ -231,6 +239,7 @@ class VLMServer:
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
         self.delay = 0.0
+        self.usage: Mapping[str, int] | None = DEFAULT_USAGE
         self.in_flight = 0
         self.max_in_flight = 0
         self._responder: Responder = lambda request: _error(400, "no script set for this test")
@@ -291,7 +300,7 @@ class VLMServer:
                     delay = server.delay + reply.delay
                     if delay > 0:  # ends early when the server closes
                         server._closing.wait(None if math.isinf(delay) else delay)
-                    payload = reply.body if reply.body is not None else chat_completion(reply.content, body.get("model", MODEL))
+                    payload = reply.body if reply.body is not None else chat_completion(reply.content, body.get("model", MODEL), server.usage)
                 finally:
                     # out of flight before the first byte of the reply leaves: the client cannot
                     # start its next request while this one still counts

@@ -128,38 +128,9 @@ def import_mmmg_command(
         console.print(f"[yellow]warning[/yellow] {warning}")
 
 
-@app.command("report")
-def report_command(
-    run_dir: Path = typer.Argument(..., exists=True, file_okay=False, help="A folder written by `mmverify score`."),
-    html: bool = typer.Option(
-        False, "--html", help="Also write DIR/report.html (self-contained: media, plots and script embedded; opens "
-        "offline) and DIR/leaderboard.csv.",
-    ),
-    max_media: int = typer.Option(
-        200, "--max-media", min=0, help="With --html: items per task whose media are embedded (lowest and highest "
-        "scores first); the rest are listed without media.",
-    ),
-) -> None:
-    """Render DIR/summary.json as Markdown (printed, and written to DIR/report.md); --html adds the
-    browsable report and the leaderboard CSV."""
-    from .pipelines.report import render_markdown
-
-    path = run_dir / "summary.json"
-    if not path.is_file():
-        _fail(f"{path} not found; run `mmverify score` first")
-    text = render_markdown(json.loads(path.read_text(encoding="utf-8")))
-    (run_dir / "report.md").write_text(text, encoding="utf-8")
-    typer.echo(text, nl=False)
-    if html:
-        from .reports import write_html_report, write_leaderboard_csv
-
-        page = write_html_report(run_dir, max_media=max_media)
-        table = write_leaderboard_csv(run_dir)
-        console.print(f"wrote {page} and {table}")
-
-
 from .commands.calibrate import calibrate_command  # noqa: E402  (commands defined in their own modules)
 from .commands.compare import compare_command  # noqa: E402
+from .commands.report import report_command  # noqa: E402
 from .commands.score import score_command  # noqa: E402
 from .commands.serve import serve_command  # noqa: E402
 
@@ -167,6 +138,7 @@ app.command("score")(score_command)
 app.command("serve")(serve_command)
 app.command("calibrate")(calibrate_command)
 app.command("compare")(compare_command)
+app.command("report")(report_command)
 
 
 references_app = typer.Typer(no_args_is_help=True, help="Reference sets (ESC-50, OpenMIC-2018, GTZAN) and their indexes.")

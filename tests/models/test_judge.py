@@ -357,7 +357,7 @@ def test_aask_in_a_caller_loop_and_ask_many_inside_a_running_loop(vlm_server: VL
 
 
 def test_each_image_is_encoded_once_per_batch_and_bad_images_never_leave(vlm_server: VLMServer, monkeypatch: pytest.MonkeyPatch):
-    import mmverify.models.judge as judge_module
+    import mmverify.models.judge_wire as judge_module
 
     calls: list[tuple[int, ...]] = []
     real = judge_module.image_data_url

@@ -9,6 +9,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
+from ..reports.usage import usage_table
 from . import options
 from .common import EXIT_ERROR_ROWS, console, fail, stdout
 
@@ -217,6 +218,9 @@ def run_score_job(config: Any, quiet: bool) -> Any:
         fail(str(exc))
     if not quiet:
         stdout.print(_summary_table(outcome.summary))
+        judges = usage_table(outcome.summary)  # None when the run asked no judge
+        if judges is not None:
+            stdout.print(judges)
         _print_frequent_errors(outcome.latest_path)
         stats = outcome.plan
         console.print(

@@ -1,5 +1,10 @@
 """VLM / LLM judges: an OpenAI-compatible chat-completions client, a reply cache, and judge roles.
 
+This module is the client and the one place judges are built (:func:`build_judge`); it re-exports
+the names of the modules it composes -- :mod:`.judge_wire` (requests, image encoding, replies),
+:mod:`.judge_retry`, :mod:`.judge_cache`, :mod:`.judge_usage`, :mod:`.judge_config` and
+:mod:`.judge_local` -- none of which imports it back.
+
 :class:`OpenAICompatibleJudge` speaks ``POST {base_url}/chat/completions`` and so works with OpenAI,
 Gemini's OpenAI-compatible endpoint and vLLM / SGLang serving Qwen2.5-VL.  Scores must be
 reproducible, so every request uses temperature 0 and top_p 1 (plus an optional seed), images are
@@ -7,278 +12,51 @@ encoded to PNG deterministically, and replies are cached on disk by content: a r
 cache makes no network call at all.  A judge that cannot answer raises a ``judge_failed``
 :class:`ScoringError` -- an empty string never stands in for an answer.
 
-Which judge answers which question is chosen by *role*: ``default``, ``spatial``, ``ocr``,
-``ocr_second`` (the second reader of Chinese text) and ``llm`` (text-only questions).  Each role
-falls back to ``default`` unless configured.  Configuration lives in environment variables so that
-worker processes inherit it (``mmverify score --vlm-*`` sets them):
-
-==================================  ===========================================================
-``MMVERIFY_VLM_BASE_URL``           endpoint, e.g. ``http://127.0.0.1:8000/v1``
-``MMVERIFY_VLM_MODEL``              model name there, or ``transformers:<path or hub id>`` to run
-                                    a Qwen2.5-VL-class model in this process
-``MMVERIFY_VLM_API_KEY_ENV``        name of the variable holding the API key (``OPENAI_API_KEY``)
-``MMVERIFY_VLM_<ROLE>_BASE_URL``    per-role endpoint (ROLE in upper case, e.g. ``OCR_SECOND``)
-``MMVERIFY_VLM_<ROLE>_MODEL``       per-role model
-``MMVERIFY_VLM_<ROLE>_API_KEY_ENV`` per-role key variable
-``MMVERIFY_VLM_CONCURRENCY``        requests in flight per endpoint and process (8)
-``MMVERIFY_VLM_TIMEOUT``            seconds per request (120)
-``MMVERIFY_VLM_MAX_RETRIES``        retries after the first attempt (4)
-``MMVERIFY_VLM_BACKOFF``            first back-off delay in seconds, doubling per retry (1)
-``MMVERIFY_VLM_CACHE``              reply cache file, or ``off`` (``<cache dir>/judge.sqlite``)
-==================================  ===========================================================
+Which judge answers which question (its *role*) and how each is configured: :mod:`.judge_config`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import hashlib
-import io
-import ipaddress
 import os
 import threading
 import time
 import weakref
-from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import numpy as np
 
 from ..core.errors import ErrorCode, ScoringError
-from ..core.hashing import digest_of
 from .base import ModelUnavailable
-from .cache import SQLiteStore, array_digest
-from .judge_config import (  # noqa: F401  (re-exported: callers import configuration from here too)
-    DEFAULT_API_KEY_ENV,
-    ENV_PREFIX,
-    LOCAL_PREFIX,
-    NOT_CONFIGURED,
-    ROLES,
-    JudgeConfig,
-    _offline_from_env,
-    apply_cli_options,
-    build_judge,
-    check_role,
-    config_from_env,
-    judge_identities,
-    parse_role_spec,
-)
+from .cache import array_digest
+from .judge_cache import JudgeCache, as_cache
+# re-exported, so callers import configuration and the request/reply names from here too
+from .judge_config import (
+    DEFAULT_API_KEY_ENV, ENV_PREFIX, LOCAL_PREFIX, NOT_CONFIGURED, ROLES, JudgeConfig, apply_cli_options, check_role,
+    config_from_env, judge_identities, offline_from_env, parse_role_spec,
+)  # fmt: skip
+from .judge_local import TransformersVLMJudge
+from .judge_retry import RetryPolicy
+from .judge_usage import judge_identity, usage_for
+from .judge_wire import (
+    PNG_COMPRESS_LEVEL, Answer, EncodedImages, Failure, JudgeRequest, RequestLike, as_request, ask_in_order, ask_many,
+    check_image, classify_response, encode_png, excerpt, image_data_url, key_of, parse_retry_after, reply_from_payload,
+    request_key,
+)  # fmt: skip
 
-PNG_COMPRESS_LEVEL = 1  # fixed so equal pixels give equal bytes; 3x faster than 6 for ~8% more bytes on photos
-_EXCERPT = 300
+_Failure = Failure  # the name this module used before the split
+__all__ = [
+    "DEFAULT_API_KEY_ENV", "ENV_PREFIX", "LOCAL_PREFIX", "NOT_CONFIGURED", "PNG_COMPRESS_LEVEL", "ROLES", "Answer", "EncodedImages",
+    "Failure", "JudgeCache", "JudgeConfig", "JudgeRequest", "OpenAICompatibleJudge", "RequestLike", "RetryPolicy",
+    "TransformersVLMJudge", "apply_cli_options", "as_request", "ask_in_order", "ask_many", "build_judge", "check_image",
+    "check_role", "classify_response", "config_from_env", "encode_png", "image_data_url", "judge_identities",
+    "offline_from_env", "parse_retry_after", "parse_role_spec", "reply_from_payload", "request_key",
+]  # fmt: skip
 
-
-# -- requests -------------------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class JudgeRequest:
-    """One question: a prompt about zero or more uint8 images (H×W×3 RGB, or H×W grey)."""
-
-    prompt: str
-    images: Sequence[np.ndarray] = ()
-    max_tokens: int = 1024
-
-
-RequestLike = Union[JudgeRequest, str, tuple, Mapping[str, Any]]
-
-
-def as_request(item: RequestLike) -> JudgeRequest:
-    """Accept ``JudgeRequest``, a bare prompt, ``(prompt, images[, max_tokens])`` or a dict."""
-    if isinstance(item, JudgeRequest):
-        return item
-    if isinstance(item, str):
-        return JudgeRequest(item)
-    if isinstance(item, tuple):
-        return JudgeRequest(*item)
-    if isinstance(item, Mapping):
-        return JudgeRequest(**item)
-    raise TypeError(f"cannot make a judge request from {type(item).__name__}")
-
-
-def check_image(image: np.ndarray) -> np.ndarray:
-    """The image as a uint8 H×W, H×W×3 or H×W×4 array (H×W×1 becomes H×W); ValueError otherwise."""
-    array = np.asarray(image)
-    if array.dtype != np.uint8:
-        raise ValueError(f"judge images must be uint8 arrays, got {array.dtype}")
-    if array.ndim == 3 and array.shape[2] == 1:
-        array = array[:, :, 0]
-    if not (array.ndim == 2 or (array.ndim == 3 and array.shape[2] in (3, 4))):
-        raise ValueError(f"judge images must be H×W, H×W×3 or H×W×4, got shape {array.shape}")
-    return array
-
-
-def encode_png(image: np.ndarray) -> bytes:
-    """PNG bytes of a uint8 image; the same pixels always give the same bytes."""
-    from PIL import Image
-
-    array = check_image(image)
-    buffer = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(array)).save(buffer, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
-    return buffer.getvalue()
-
-
-def image_data_url(image: np.ndarray) -> str:
-    import base64
-
-    return "data:image/png;base64," + base64.b64encode(encode_png(image)).decode("ascii")
-
-
-def request_key(model_id: str, prompt: str, images: Sequence[np.ndarray], params: Mapping[str, Any]) -> str:
-    """Content key of a question: model, prompt, pixels (dtype, shape, bytes) and decoding params."""
-    return _key(model_id, prompt, [array_digest(np.asarray(i)) for i in images], params)
-
-
-def _key(model_id: str, prompt: str, image_digests: list[str], params: Mapping[str, Any]) -> str:
-    return digest_of("mmverify-judge/1", model_id, prompt, image_digests, dict(params))
-
-
-class _EncodedImages:
-    """The last few images' data URLs: tasks ask several questions about one image, and PNG
-    encoding is the client's largest CPU cost.  Concurrent questions about one image wait for a
-    single encode instead of each starting their own."""
-
-    def __init__(self, size: int = 16) -> None:
-        self._entries: "OrderedDict[str, Future[str]]" = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def get(self, digest: str, image: np.ndarray) -> str:
-        with self._lock:
-            entry = self._entries.get(digest)
-            owner = entry is None
-            if entry is None:
-                entry = self._entries[digest] = Future()
-                while len(self._entries) > self._size:
-                    self._entries.popitem(last=False)
-            else:
-                self._entries.move_to_end(digest)
-        if owner:
-            try:
-                entry.set_result(image_data_url(image))
-            except BaseException as exc:
-                with self._lock:
-                    self._entries.pop(digest, None)
-                entry.set_exception(exc)
-        return entry.result()
-
-
-# -- reply cache ----------------------------------------------------------------------------------
-_CACHE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS replies (
-    key TEXT PRIMARY KEY,
-    model TEXT NOT NULL,
-    reply TEXT NOT NULL,
-    created REAL NOT NULL
-)
-"""
-
-
-class JudgeCache(SQLiteStore):
-    """Judge replies on disk (SQLite, WAL): safe for several threads and worker processes.
-
-    Only successful replies are stored, so a failure is retried on the next run.  A broken file
-    never costs a reply: a corrupt one is moved aside, an unusable one bypassed, and a failed write
-    leaves the reply with its caller (see :class:`~mmverify.models.cache.SQLiteStore`).
-    """
-
-    table = "replies"
-    schema = _CACHE_SCHEMA
-
-    def get(self, key: str) -> str | None:
-        rows = self._read("SELECT reply FROM replies WHERE key = ?", (key,))
-        if not rows:
-            self.misses += 1
-            return None
-        self.hits += 1
-        return str(rows[0][0])
-
-    def put(self, key: str, model: str, reply: str) -> None:
-        self._write(
-            "INSERT OR REPLACE INTO replies (key, model, reply, created) VALUES (?, ?, ?, ?)",
-            (key, model, reply, time.time()),
-        )
-
-    def __len__(self) -> int:
-        return self._count()
-
-
-def _as_cache(cache: JudgeCache | str | Path | None) -> JudgeCache | None:
-    return cache if cache is None or isinstance(cache, JudgeCache) else JudgeCache(cache)
-
-
-# -- retry policy ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Failure:
-    detail: str
-    retryable: bool
-    retry_after: float | None = None
-
-
-def parse_retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date)."""
-    lowered = {k.lower(): v for k, v in headers.items()}
-    if "retry-after-ms" in lowered:
-        try:
-            return max(0.0, float(lowered["retry-after-ms"]) / 1000.0)
-        except ValueError:
-            pass
-    value = lowered.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _excerpt(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…"
-
-
-def reply_from_payload(payload: Any) -> str | _Failure:
-    """The assistant text of a chat-completions response, or why there is none."""
-    if not isinstance(payload, dict):
-        return _Failure(f"response is not a JSON object: {_excerpt(str(payload))}", retryable=True)
-    if payload.get("error"):
-        return _Failure(f"endpoint returned an error: {_excerpt(str(payload['error']))}", retryable=False)
-    choices = payload.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return _Failure(f"response has no choices: {_excerpt(str(payload))}", retryable=True)
-    choice = choices[0]
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-    content = message.get("content")
-    if isinstance(content, list):  # some servers return content parts
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in (None, "text"))
-    if not isinstance(content, str) or not content.strip():
-        # at temperature 0 an empty reply comes back empty again: retrying only costs money
-        return _Failure(f"empty reply (finish_reason={choice.get('finish_reason')!r})", retryable=False)
-    return content
-
-
-def classify_response(status: int, headers: Mapping[str, str], text: str) -> str | _Failure:
-    if status == 200:
-        import json
-
-        try:
-            payload = json.loads(text)
-        except ValueError:
-            # a truncated or garbled body is a transport problem, not the model's answer
-            return _Failure(f"malformed JSON body: {_excerpt(text)}", retryable=True)
-        return reply_from_payload(payload)
-    retryable = status in (408, 409, 429) or status >= 500
-    return _Failure(f"HTTP {status}: {_excerpt(text)}", retryable, parse_retry_after(headers) if retryable else None)
-
-
-# -- the OpenAI-compatible client -----------------------------------------------------------------
 _SEMAPHORES: dict[tuple[int, str, int], threading.BoundedSemaphore] = {}
 _SEMAPHORES_LOCK = threading.Lock()
 
@@ -298,6 +76,8 @@ def _is_loopback(url: str) -> bool:
     if host == "localhost":
         return True
     try:
+        import ipaddress
+
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
@@ -315,7 +95,8 @@ class OpenAICompatibleJudge:
     ``ask`` blocks, bounded by a per-endpoint, process-wide semaphore; ``ask_many`` runs a batch on
     threads under that bound and returns the replies in request order.  ``aask`` / ``aask_many``
     are the asyncio versions for callers inside an event loop (bounded per loop by an
-    ``asyncio.Semaphore``).
+    ``asyncio.Semaphore``).  Both retry under one :class:`~.judge_retry.RetryPolicy` and count what
+    they do in ``usage`` (shared by every judge of the same model and endpoint in the process).
     """
 
     def __init__(
@@ -350,18 +131,15 @@ class OpenAICompatibleJudge:
         self._api_key = os.environ.get(api_key_env) or None  # read once; never logged or echoed
         self.concurrency = concurrency
         self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
-        self.retry_after_max = retry_after_max
-        self.jitter = jitter
+        self.retry = RetryPolicy(max_retries, backoff_base, backoff_max, retry_after_max, jitter)
         self.seed = seed
         self.system_prompt = system_prompt
         self.max_tokens_field = max_tokens_field
         self.extra_body = dict(extra_body or {})
-        self.cache = _as_cache(cache)
-        self.offline = _offline_from_env() if offline is None else offline
-        self._encoded = _EncodedImages()
+        self.cache = as_cache(cache)
+        self.offline = offline_from_env() if offline is None else offline
+        self.usage = usage_for(judge_identity(self.model, self.base_url))
+        self._encoded = EncodedImages()
         self._clients: dict[int, Any] = {}
         self._clients_lock = threading.Lock()
         self._async_state: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore]]" = (
@@ -404,7 +182,7 @@ class OpenAICompatibleJudge:
             body.update(self.extra_body)
             return body
 
-        return _Prepared(_key(self.model_id, prompt, digests, self.params(max_tokens)), build_body)
+        return _Prepared(key_of(self.model_id, prompt, digests, self.params(max_tokens)), build_body)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -416,19 +194,13 @@ class OpenAICompatibleJudge:
     def _redact(self, text: str) -> str:
         return text.replace(self._api_key, "***") if self._api_key else text
 
-    def _failed(self, failure: _Failure, attempts: int) -> ScoringError:
+    def _failed(self, failure: Failure, attempts: int) -> ScoringError:
+        self.usage.failure()
         message = f"{self.model} at {self.base_url}: {failure.detail} (after {attempts} attempt{'s' * (attempts > 1)})"
         return ScoringError(ErrorCode.JUDGE_FAILED, self._redact(message))
 
-    def _delay(self, attempt: int, failure: _Failure, key: str) -> float:
-        if failure.retry_after is not None:
-            return min(failure.retry_after, self.retry_after_max)
-        delay = min(self.backoff_max, self.backoff_base * (2**attempt))
-        if self.jitter:
-            # spread retries of concurrent requests apart, yet identically on every run
-            fraction = int(hashlib.sha256(f"{key}:{attempt}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-            delay *= 0.5 + 0.5 * fraction
-        return delay
+    def _delay(self, attempt: int, failure: Failure, key: str) -> float:
+        return self.retry.delay(attempt, failure, key)
 
     def _check_online(self) -> None:
         if self.offline and not _is_loopback(self.base_url):
@@ -437,30 +209,40 @@ class OpenAICompatibleJudge:
             )
 
     @staticmethod
-    def _transport_failure(exc: Exception, timeout: float) -> _Failure:
+    def _transport_failure(exc: Exception, timeout: float) -> Failure:
         import httpx
 
         if isinstance(exc, httpx.TimeoutException):
-            return _Failure(f"no reply within {timeout:g} s ({type(exc).__name__})", retryable=True)
-        return _Failure(f"connection error: {type(exc).__name__}: {_excerpt(str(exc))}", retryable=True)
+            return Failure(f"no reply within {timeout:g} s ({type(exc).__name__})", retryable=True)
+        return Failure(f"connection error: {type(exc).__name__}: {excerpt(str(exc))}", retryable=True)
 
     def _cached(self, key: str) -> str | None:
-        return self.cache.get(key) if self.cache is not None else None
+        reply = self.cache.get(key) if self.cache is not None else None
+        if reply is not None:
+            self.usage.cache_hit()
+        return reply
 
-    def _store(self, key: str, reply: str) -> None:
+    def _answered(self, key: str, answer: Answer) -> str:
+        self.usage.reply(answer.tokens)
         if self.cache is not None:
-            self.cache.put(key, self.model_id, reply)
+            self.cache.put(key, self.model_id, answer.text)
+        return answer.text
 
-    # -- blocking API -----------------------------------------------------------------------------
-    def _client(self) -> Any:
+    def _limits(self) -> Any:
         try:
             import httpx
         except ImportError:
             raise ModelUnavailable("vlm", 'the judge client needs httpx; pip install "mmverify[vlm]"') from None
+        return httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+
+    # -- blocking API -----------------------------------------------------------------------------
+    def _client(self) -> Any:
+        limits = self._limits()
         pid = os.getpid()
         with self._clients_lock:
             if pid not in self._clients:  # a client's pooled sockets must not be shared across a fork
-                limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+                import httpx
+
                 self._clients[pid] = httpx.Client(timeout=self.timeout, limits=limits)
             return self._clients[pid]
 
@@ -474,36 +256,30 @@ class OpenAICompatibleJudge:
         client = self._client()
         body = prepared.build_body()  # PNG encoding happens outside the concurrency bound
         with _process_semaphore(self.base_url, self.concurrency):
-            reply = self._send(client, body, prepared.key)
-        self._store(prepared.key, reply)
-        return reply
+            answer = self._send(client, body, prepared.key)
+        return self._answered(prepared.key, answer)
 
-    def _send(self, client: Any, body: dict[str, Any], key: str) -> str:
+    def _send(self, client: Any, body: dict[str, Any], key: str) -> Answer:
         import httpx
 
-        for attempt in range(self.max_retries + 1):
+        def attempt() -> Answer | Failure:
             try:
                 response = client.post(self.url, json=body, headers=self._headers())
-                outcome = classify_response(response.status_code, response.headers, response.text)
             except httpx.TransportError as exc:
-                outcome = self._transport_failure(exc, self.timeout)
-            if isinstance(outcome, str):
-                return outcome
-            if not outcome.retryable or attempt == self.max_retries:
-                raise self._failed(outcome, attempt + 1)
-            time.sleep(self._delay(attempt, outcome, key))
-        raise AssertionError("unreachable")
+                return self._transport_failure(exc, self.timeout)
+            return classify_response(response.status_code, response.headers, response.text)
+
+        self.usage.request()
+        return self.retry.call(attempt, key, sleep=time.sleep, give_up=self._failed, on_retry=self.usage.retry)
 
     # -- asyncio API ------------------------------------------------------------------------------
     def _loop_state(self) -> tuple[Any, asyncio.Semaphore]:
-        try:
-            import httpx
-        except ImportError:
-            raise ModelUnavailable("vlm", 'the judge client needs httpx; pip install "mmverify[vlm]"') from None
+        limits = self._limits()
         loop = asyncio.get_running_loop()
         state = self._async_state.get(loop)
         if state is None:  # asyncio clients and semaphores belong to one event loop
-            limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+            import httpx
+
             state = (httpx.AsyncClient(timeout=self.timeout, limits=limits), asyncio.Semaphore(self.concurrency))
             self._async_state[loop] = state
         return state
@@ -518,25 +294,21 @@ class OpenAICompatibleJudge:
         # PNG encoding off the event loop, so one batch's encodes overlap with its requests
         body = await asyncio.to_thread(prepared.build_body) if images else prepared.build_body()
         async with semaphore:
-            reply = await self._asend(client, body, prepared.key)
-        self._store(prepared.key, reply)
-        return reply
+            answer = await self._asend(client, body, prepared.key)
+        return self._answered(prepared.key, answer)
 
-    async def _asend(self, client: Any, body: dict[str, Any], key: str) -> str:
+    async def _asend(self, client: Any, body: dict[str, Any], key: str) -> Answer:
         import httpx
 
-        for attempt in range(self.max_retries + 1):
+        async def attempt() -> Answer | Failure:
             try:
                 response = await client.post(self.url, json=body, headers=self._headers())
-                outcome = classify_response(response.status_code, response.headers, response.text)
             except httpx.TransportError as exc:
-                outcome = self._transport_failure(exc, self.timeout)
-            if isinstance(outcome, str):
-                return outcome
-            if not outcome.retryable or attempt == self.max_retries:
-                raise self._failed(outcome, attempt + 1)
-            await asyncio.sleep(self._delay(attempt, outcome, key))
-        raise AssertionError("unreachable")
+                return self._transport_failure(exc, self.timeout)
+            return classify_response(response.status_code, response.headers, response.text)
+
+        self.usage.request()
+        return await self.retry.acall(attempt, key, sleep=asyncio.sleep, give_up=self._failed, on_retry=self.usage.retry)
 
     async def aclose(self) -> None:
         """Close this event loop's connection pool (``ask_many`` closes its own)."""
@@ -562,12 +334,7 @@ class OpenAICompatibleJudge:
                 pending[key] = asyncio.ensure_future(self.aask(item.prompt, item.images, max_tokens=item.max_tokens))
             tasks.append(pending[key])
         await asyncio.gather(*pending.values(), return_exceptions=True)
-        results = [t.exception() or t.result() for t in tasks]
-        if not return_exceptions:
-            for result in results:
-                if isinstance(result, BaseException):
-                    raise result
-        return results
+        return _in_order([t.exception() or t.result() for t in tasks], return_exceptions)
 
     def ask_many(self, requests: Iterable[RequestLike], *, return_exceptions: bool = False) -> list[Any]:
         """Replies to ``requests`` in order, at most ``concurrency`` in flight; identical questions
@@ -594,28 +361,42 @@ class OpenAICompatibleJudge:
                 futures = {key: pool.submit(self._fetch, entry) for key, entry in missing.items()}
                 for key, future in futures.items():
                     outcomes[key] = future.exception() or future.result()
-        results = [outcomes[entry.key] for entry in prepared]
-        if not return_exceptions:
-            for result in results:
-                if isinstance(result, BaseException):
-                    raise result
-        return results
+        return _in_order([outcomes[entry.key] for entry in prepared], return_exceptions)
 
 
-def ask_many(judge: Any, requests: Iterable[RequestLike], *, return_exceptions: bool = False) -> list[Any]:
-    """``judge.ask_many`` when the judge has one, else one ``ask`` after another (e.g. test fakes)."""
-    if hasattr(judge, "ask_many"):
-        return judge.ask_many(requests, return_exceptions=return_exceptions)
-    return ask_in_order(judge, requests, return_exceptions=return_exceptions)
-
-
-def ask_in_order(judge: Any, requests: Iterable[RequestLike], *, return_exceptions: bool = False) -> list[Any]:
-    results: list[Any] = []
-    for request in map(as_request, requests):
-        try:
-            results.append(judge.ask(request.prompt, request.images, max_tokens=request.max_tokens))
-        except ScoringError as exc:
-            if not return_exceptions:
-                raise
-            results.append(exc)
+def _in_order(results: list[Any], return_exceptions: bool) -> list[Any]:
+    """``results``, or the first exception among them raised when they are not to be returned."""
+    if not return_exceptions:
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
     return results
+
+
+# -- building judges from configuration -----------------------------------------------------------
+_CACHES: dict[str, JudgeCache] = {}
+_CACHES_LOCK = threading.Lock()
+
+
+def build_judge(config: JudgeConfig) -> Any:
+    """A judge instance for ``config`` (no network and no weights touched yet)."""
+    cache = None
+    if config.cache is not None:
+        with _CACHES_LOCK:  # judges sharing a file share one cache object (and its connections)
+            if config.cache not in _CACHES:
+                _CACHES[config.cache] = JudgeCache(config.cache)
+            cache = _CACHES[config.cache]
+    if config.is_local:
+        return TransformersVLMJudge(config.model[len(LOCAL_PREFIX) :], cache=cache)
+    assert config.base_url is not None
+    return OpenAICompatibleJudge(
+        config.model,
+        config.base_url,
+        api_key_env=config.api_key_env,
+        concurrency=config.concurrency,
+        timeout=config.timeout,
+        max_retries=config.max_retries,
+        backoff_base=config.backoff,
+        cache=cache,
+        offline=config.offline,
+    )

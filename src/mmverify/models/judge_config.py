@@ -1,20 +1,41 @@
-"""Which judge answers each role: configuration from the environment and the CLI, and building
-judges from it.  Kept apart from the HTTP client so planning can read the configuration (the judge
-identity is part of every judged row's key) without importing the client."""
+"""Which judge answers each role: configuration from the environment and the CLI.
+
+Which judge answers which question is chosen by *role*: ``default``, ``spatial`` (with
+``spatial_relative`` and ``spatial_absolute`` under it), ``ocr``, ``ocr_second`` (the second reader
+of Chinese text) and ``llm`` (text-only questions).  Each role falls back to its parent, and
+ultimately to ``default``, for whatever it does not configure.  Configuration lives in environment
+variables so that worker processes inherit it (``mmverify score --vlm-*`` sets them):
+
+==================================  ===========================================================
+``MMVERIFY_VLM_BASE_URL``           endpoint, e.g. ``http://127.0.0.1:8000/v1``
+``MMVERIFY_VLM_MODEL``              model name there, or ``transformers:<path or hub id>`` to run
+                                    a Qwen2.5-VL-class model in this process
+``MMVERIFY_VLM_API_KEY_ENV``        name of the variable holding the API key (``OPENAI_API_KEY``)
+``MMVERIFY_VLM_<ROLE>_BASE_URL``    per-role endpoint (ROLE in upper case, e.g. ``OCR_SECOND``)
+``MMVERIFY_VLM_<ROLE>_MODEL``       per-role model
+``MMVERIFY_VLM_<ROLE>_API_KEY_ENV`` per-role key variable
+``MMVERIFY_VLM_CONCURRENCY``        requests in flight per endpoint and process (8)
+``MMVERIFY_VLM_TIMEOUT``            seconds per request (120)
+``MMVERIFY_VLM_MAX_RETRIES``        retries after the first attempt (4)
+``MMVERIFY_VLM_BACKOFF``            first back-off delay in seconds, doubling per retry (1)
+``MMVERIFY_VLM_CACHE``              reply cache file, or ``off`` (``<cache dir>/judge.sqlite``)
+==================================  ===========================================================
+
+Kept apart from the HTTP client so planning can read the configuration (the judge identity is part
+of every judged row's key) without importing the client; :func:`~mmverify.models.judge.build_judge`
+turns a :class:`JudgeConfig` into a judge.  Imports no other judge module but the usage counters'
+naming, so none of them can import it back."""
 
 from __future__ import annotations
 
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, MutableMapping, Sequence
+from typing import Any, Callable, Mapping, MutableMapping, Sequence
 
 from ..core.registry import UnknownIdError
 from ..core.settings import Settings
-
-if TYPE_CHECKING:
-    from .judge import JudgeCache
+from .judge_usage import judge_identity
 
 ROLES: tuple[str, ...] = ("default", "spatial", "spatial_relative", "spatial_absolute", "ocr", "ocr_second", "llm")
 # a role inherits every setting it does not configure from its parent, and ultimately from
@@ -31,7 +52,7 @@ NOT_CONFIGURED = (
 )
 
 
-def _offline_from_env() -> bool:
+def offline_from_env() -> bool:
     # only --offline / MMVERIFY_OFFLINE: HF_HUB_OFFLINE guards hub downloads, while a judge endpoint
     # is something the user named explicitly
     return os.environ.get("MMVERIFY_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
@@ -115,41 +136,7 @@ def config_from_env(role: str = "default", environ: Mapping[str, str] | None = N
         max_retries=_env_number(env, "MAX_RETRIES", 4, int),
         backoff=_env_number(env, "BACKOFF", 1.0, float),
         cache=cache,
-        offline=_offline_from_env(),
-    )
-
-
-_CACHES: dict[str, JudgeCache] = {}
-_CACHES_LOCK = threading.Lock()
-
-
-def build_judge(config: JudgeConfig) -> Any:
-    """A judge instance for ``config`` (no network and no weights touched yet)."""
-    cache = None
-    if config.cache is not None:
-        from .judge import JudgeCache
-
-        with _CACHES_LOCK:  # judges sharing a file share one cache object (and its connections)
-            if config.cache not in _CACHES:
-                _CACHES[config.cache] = JudgeCache(config.cache)
-            cache = _CACHES[config.cache]
-    if config.is_local:
-        from .judge_local import TransformersVLMJudge
-
-        return TransformersVLMJudge(config.model[len(LOCAL_PREFIX) :], cache=cache)
-    assert config.base_url is not None
-    from .judge import OpenAICompatibleJudge
-
-    return OpenAICompatibleJudge(
-        config.model,
-        config.base_url,
-        api_key_env=config.api_key_env,
-        concurrency=config.concurrency,
-        timeout=config.timeout,
-        max_retries=config.max_retries,
-        backoff_base=config.backoff,
-        cache=cache,
-        offline=config.offline,
+        offline=offline_from_env(),
     )
 
 
@@ -203,4 +190,15 @@ def judge_identities(roles: Sequence[str], environ: Mapping[str, str] | None = N
     for role in roles:
         config = config_from_env(role, environ)
         identities[role] = None if config is None else f"{config.model}@{config.base_url or 'local'}"
+    return identities
+
+
+def usage_identities(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``{role: identity}`` of every configured role, as the judges' usage counters name them
+    (:func:`~mmverify.models.judge_usage.judge_identity`)."""
+    identities = {}
+    for role in ROLES:
+        config = config_from_env(role, environ)
+        if config is not None:
+            identities[role] = judge_identity(config.model, config.base_url)
     return identities

@@ -17,7 +17,10 @@ import numpy as np
 
 from ..core.errors import ErrorCode, ScoringError
 from .base import Backend
-from .judge import JudgeCache, RequestLike, ask_in_order, check_image, request_key
+from .judge_cache import JudgeCache
+from .judge_config import LOCAL_PREFIX
+from .judge_usage import JudgeUsage, judge_identity, usage_for
+from .judge_wire import RequestLike, ask_in_order, check_image, request_key
 
 
 class TransformersVLMJudge(Backend):
@@ -31,6 +34,7 @@ class TransformersVLMJudge(Backend):
         self._model: Any = None
         self._processor: Any = None
         self._generate_lock = threading.Lock()
+        self.usage: JudgeUsage = usage_for(judge_identity(f"{LOCAL_PREFIX}{self.source}", None))
 
     @property
     def model_id(self) -> str:
@@ -63,17 +67,25 @@ class TransformersVLMJudge(Backend):
         if self.cache is not None:
             cached = self.cache.get(key)
             if cached is not None:
+                self.usage.cache_hit()
                 return cached
         self.ensure_loaded()
-        with self._generate_lock:  # one generate at a time: the model is shared by every thread
-            reply = self._generate(prompt, images, max_tokens)
-        if not reply.strip():
-            raise ScoringError(ErrorCode.JUDGE_FAILED, f"{self.model_id}: empty reply")
+        self.usage.request()
+        try:
+            with self._generate_lock:  # one generate at a time: the model is shared by every thread
+                reply, tokens = self._generate(prompt, images, max_tokens)
+            if not reply.strip():
+                raise ScoringError(ErrorCode.JUDGE_FAILED, f"{self.model_id}: empty reply")
+        except BaseException:
+            self.usage.failure()
+            raise
+        self.usage.reply(tokens)
         if self.cache is not None:
             self.cache.put(key, self.model_id, reply)
         return reply
 
-    def _generate(self, prompt: str, images: list[np.ndarray], max_tokens: int) -> str:
+    def _generate(self, prompt: str, images: list[np.ndarray], max_tokens: int) -> tuple[str, tuple[int, int]]:
+        """The reply, and its (prompt, completion) token counts."""
         import torch
         from PIL import Image
 
@@ -84,8 +96,10 @@ class TransformersVLMJudge(Backend):
         inputs = self._processor(text=[text], images=pil or None, return_tensors="pt").to(self.device)
         with torch.inference_mode():
             output = self._model.generate(**inputs, max_new_tokens=max_tokens, do_sample=False, num_beams=1)
-        new_tokens = output[:, inputs["input_ids"].shape[1] :]
-        return str(self._processor.batch_decode(new_tokens, skip_special_tokens=True)[0])
+        prompt_tokens = int(inputs["input_ids"].shape[1])
+        new_tokens = output[:, prompt_tokens:]
+        reply = str(self._processor.batch_decode(new_tokens, skip_special_tokens=True)[0])
+        return reply, (prompt_tokens, int(new_tokens.shape[1]))
 
     async def aask(self, prompt: str, images: Sequence[np.ndarray] = (), *, max_tokens: int = 1024) -> str:
         return await asyncio.to_thread(self.ask, prompt, images, max_tokens=max_tokens)

@@ -70,10 +70,13 @@ class ScoringContext:
             except (KeyError, UnknownIdError, ValueError) as exc:
                 raise ValueError(f"{name}: {exc}") from None
         judge = self.judge
-        apply_cli_options(  # validates the judge options, writing into a scratch mapping
-            base_url=judge.base_url, model=judge.model, roles=judge.roles, concurrency=judge.concurrency,
-            api_key_env=judge.api_key_env, environ={},
-        )  # fmt: skip
+        try:
+            apply_cli_options(  # validates the judge options, writing into a scratch mapping
+                base_url=judge.base_url, model=judge.model, roles=judge.roles, concurrency=judge.concurrency,
+                api_key_env=judge.api_key_env, environ={},
+            )  # fmt: skip
+        except (KeyError, UnknownIdError) as exc:
+            raise ValueError(str(exc)) from None
 
     def environment(self) -> dict[str, str]:
         """The variables that carry this context (into worker processes too)."""

@@ -18,10 +18,11 @@ import signal
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from ..core.errors import ErrorCode
 from ..models.cache import cache_problems, record_cache_problem, set_cache_problem_logging
+from ..models.judge_usage import UsageForwarder, merge_usage
 from .execute import (
     DEFAULT_WARMUP_TIMEOUT,
     Planned,
@@ -36,8 +37,10 @@ from .execute import (
 from .plan import WorkItem
 
 Initializer = Callable[..., None]
-# what a worker reports: ("started",) when the item's own clock starts, then ("done", row, problems)
+# what a worker reports: ("started",) when the item's own clock starts, then ("done", row, reports),
+# where reports are what :class:`ProblemForwarder` collected (cache problems, judge usage)
 Event = tuple[Any, ...]
+USAGE_REPORT = "judge_usage"  # the key of a report carrying judge usage; other reports are cache problems
 
 
 @dataclass
@@ -135,9 +138,9 @@ class OrderedPool:
             if event[0] == "started":
                 job.started, job.deadline = True, _deadline(self.timeout)
                 return None, False
-            _done, row, problems = event
-            for problem in problems:  # problems a worker met with its caches, reported here once
-                record_cache_problem(problem)
+            _done, row, reports = event
+            for report in reports:
+                receive_report(report)
             return row, False
         if time.monotonic() < job.deadline:
             return None, False
@@ -147,16 +150,28 @@ class OrderedPool:
 
 
 class ProblemForwarder:
-    """In a worker process: cache problems are sent to the parent (which logs each once)."""
+    """In a worker process: what the parent should know besides the rows, sent with each row --
+    cache problems (the parent logs each once) and the change in judge usage since the last row
+    (the parent adds it to its own counters, so the run summary counts every worker's requests)."""
 
     def __init__(self) -> None:
         set_cache_problem_logging(False)
         self.sent = 0
+        self.usage = UsageForwarder()
 
     def new(self) -> list[dict[str, Any]]:
         problems = cache_problems()[self.sent :]
         self.sent += len(problems)
-        return problems
+        usage = self.usage.new()
+        return problems + ([{USAGE_REPORT: usage}] if usage else [])
+
+
+def receive_report(report: Mapping[str, Any]) -> None:
+    """In the parent: take in one report a worker forwarded with a row."""
+    if USAGE_REPORT in report:
+        merge_usage(report[USAGE_REPORT])
+    else:  # a problem a worker met with its caches, recorded and logged here once
+        record_cache_problem(report)
 
 
 def first_use(item: WorkItem, timeout: float | None) -> dict[str, Any] | None:

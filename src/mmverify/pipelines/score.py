@@ -12,13 +12,14 @@ from .. import __version__
 from ..core.media import DEFAULT_LIMITS, MediaLimits
 from ..data.instructions import InstructionSet
 from ..models.cache import cache_problems
+from ..models.judge_usage import usage_totals
 from ..data.manifest import is_stream, iter_manifest_lines, manifest_base_dir
 from .execute import LocalExecutor, Planned
 from .plan import Planner, PlanStats
 from .outdir import LATEST_FILE, OutputLock, check_output_folder, claim_for_manifest, current_rows, manifest_fingerprint
 from .results import ResultsFile
 from ..tasks.base import DEFAULT_PROFILE, check_profile
-from .summary import AGGREGATIONS, summarize, write_summary
+from .summary import AGGREGATIONS, judge_usage_section, summarize, write_summary
 from .thresholds import Threshold
 
 SYNC_INTERVAL_S = 1.0
@@ -131,6 +132,7 @@ def build_planner(config: ScoreConfig) -> Planner:
 def _run_locked(config: ScoreConfig, progress: Any) -> ScoreOutcome:
     started = datetime.now(timezone.utc)
     problems_before = len(cache_problems())
+    usage_before = usage_totals()  # judge usage so far in this process (and forwarded by workers)
     results = ResultsFile(config.out / "results.jsonl")
     existing = results.load()
     done = {row["key"] for row in existing if not (config.retry_errors and row.get("status") == "error")}
@@ -188,6 +190,7 @@ def _run_locked(config: ScoreConfig, progress: Any) -> ScoreOutcome:
     )
     summary["run"] = {"package_version": __version__, "written": written, "current_rows": len(current), **planner.stats.__dict__}
     summary["cache_problems"] = cache_problems()[problems_before:]  # broken caches met during this run
+    summary["judge_usage"] = judge_usage_section(usage_before)  # requests, cache hits, tokens of this run
     summary_path = config.out / "summary.json"
     write_summary(summary, summary_path)
     errors = sum(row.get("status") != "scored" for row in current)

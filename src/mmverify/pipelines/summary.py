@@ -176,6 +176,21 @@ def summarize(
     return summary
 
 
+def judge_usage_section(before: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, Any]:
+    """summary.json's ``judge_usage``: what the judges did since ``before`` (a
+    :func:`~mmverify.models.judge_usage.usage_totals` taken when the run started) -- requests sent,
+    replies from the cache, retries, failures and reported tokens per judge, in this process and
+    in the worker processes that forwarded theirs -- and which judge each configured role uses."""
+    from ..models.judge_config import usage_identities
+    from ..models.judge_usage import usage_report, usage_since
+
+    try:
+        roles = usage_identities()
+    except ValueError:  # a malformed judge setting: the counts still stand
+        roles = {}
+    return usage_report(usage_since(before or {}), roles)
+
+
 def _profile_of(row: Mapping[str, Any]) -> str:
     """The profile named in a row's verifier id (``task@version:profile``)."""
     verifier = str(row["verifier"])

@@ -159,17 +159,22 @@ def settings_html(result: Mapping[str, Any]) -> str:
     return f'<section id="settings"><h2>Settings</h2><table>{items}</table><p class="muted">{_e(note)}</p></section>'
 
 
+def comparison_sections_html(result: Mapping[str, Any]) -> str:
+    """The compared runs, the settings and every comparison: the body of the compare page, and
+    the comparison part of a run report (``mmverify report RUN --html --compare OTHER``)."""
+    return runs_html(result["runs"]) + settings_html(result) + "".join(comparison_html(c) for c in result["comparisons"])
+
+
 def render_compare_html(result: Mapping[str, Any]) -> str:
     """The whole page as text."""
     runs = " vs ".join(str(r["label"]) for r in result["runs"])
-    sections = "".join(comparison_html(c) for c in result["comparisons"])
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>mmverify compare — {_e(runs)}</title><style>{STYLE}{EXTRA_STYLE}</style></head>"
         f"<body><header><h1>mmverify compare — {_e(runs)}</h1>"
         f'<div class="config">{_e(result.get("difference", ""))}</div></header>'
-        f"<main>{runs_html(result['runs'])}{settings_html(result)}{sections}</main>"
+        f"<main>{comparison_sections_html(result)}</main>"
         "<footer>Written by mmverify compare.</footer></body></html>\n"
     )
 

@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..tasks.catalog import CATALOG
+from .compare_html import EXTRA_STYLE as COMPARE_STYLE, comparison_sections_html
 from .figures import histogram_svg, interval_svg
 from .items import clip_text, item_records
 from .leaderboard import build_leaderboard, leaderboard_html
 from .rundata import RunData, load_run
 from .script import SCRIPT
 from .style import STYLE
+from .usage import usage_html
 
 DEFAULT_MAX_MEDIA = 200
 FIRST_MESSAGES = 5
@@ -58,7 +60,9 @@ def _fmt(value: Any, digits: int = 3) -> str:
 # -- header ------------------------------------------------------------------------------------------
 
 
-def header_html(data: RunData) -> str:
+def header_html(data: RunData, extra_links: Sequence[tuple[str, str]] = ()) -> str:
+    """Title, headline numbers, the run's settings and the page's navigation (``extra_links``:
+    (anchor, label) of optional sections, placed after the overview)."""
     summary = data.summary
     overall = summary.get("overall") or {}
     config = summary.get("config") or {}
@@ -72,14 +76,15 @@ def header_html(data: RunData) -> str:
         ("finished", summary.get("finished") or "–"),
     ]
     config_line = " · ".join(f"{_e(k)}: {_e(v)}" for k, v in facts)
+    links = "".join(f'<a href="#{_e(anchor)}">{_e(label)}</a>' for anchor, label in extra_links)
     return (
         f"<header><h1>mmverify report — {_e(data.run.name)}</h1>"
         f'<div class="headline">overall (macro mean over tasks) <strong id="overall">{_fmt(overall.get("mean"))}</strong> · '
         f'{overall.get("tasks_scored", 0)} of {overall.get("tasks_total", 0)} tasks scored · '
         f'<span id="n-rows">{len(data.rows)}</span> generations · errors: {summary.get("n_error", 0)}</div>'
         f'<div class="config">{config_line}</div>'
-        '<nav><a href="#overview">Overview</a><a href="#leaderboard">Leaderboard</a>'
-        '<a href="#items">Items</a><a href="#errors">Errors</a></nav></header>'
+        f'<nav><a href="#overview">Overview</a>{links}'
+        '<a href="#leaderboard">Leaderboard</a><a href="#items">Items</a><a href="#errors">Errors</a></nav></header>'
     )
 
 
@@ -206,7 +211,16 @@ def items_html(records: Sequence[Mapping[str, Any]], media: Sequence[str], max_m
 # -- page --------------------------------------------------------------------------------------------
 
 
-def render_html(data: RunData, max_media: int = DEFAULT_MAX_MEDIA) -> str:
+def comparison_html(result: Mapping[str, Any]) -> str:
+    """The comparison with other runs (a :func:`~mmverify.pipelines.compare.compare_runs` result
+    whose baseline is this run), as ``mmverify compare --html`` shows it."""
+    others = ", ".join(str(r["label"]) for r in result["runs"][1:])
+    note = f"Each other run ({others}) minus this run (A, the baseline), paired by generation, as `mmverify compare` computes it."
+    return f'<section id="compare"><h2>Comparison</h2><p class="muted">{_e(note)}</p></section>{comparison_sections_html(result)}'
+
+
+def render_html(data: RunData, max_media: int = DEFAULT_MAX_MEDIA, comparison: Mapping[str, Any] | None = None) -> str:
+    """The whole page; ``comparison`` adds the differences to other runs (see :func:`compare_with`)."""
     board = build_leaderboard(data)
     task_order = [task for _, tasks in board.groups for task in tasks]
     records, media = item_records(data, max_media)
@@ -215,11 +229,14 @@ def render_html(data: RunData, max_media: int = DEFAULT_MAX_MEDIA) -> str:
         "modality group with the group macro means and the overall macro mean over tasks; the 95% interval "
         f"is under each task mean; the best value of a column is in bold.</p>{leaderboard_html(board)}</section>"
     )
+    judges = usage_html(data.summary)
+    compared = comparison_html(comparison) if comparison else ""
+    links = [link for link, shown in ((("judges", "Judges"), judges), (("compare", "Comparison"), compared)) if shown]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>mmverify report — {_e(data.run.name)}</title><style>{STYLE}</style></head>"
-        f"<body>{header_html(data)}<main>{overview_html(data, task_order)}{leaderboard}"
+        f"<title>mmverify report — {_e(data.run.name)}</title><style>{STYLE}{COMPARE_STYLE if compared else ''}</style></head>"
+        f"<body>{header_html(data, links)}<main>{overview_html(data, task_order)}{judges}{compared}{leaderboard}"
         f"{items_html(records, media, max_media)}{errors_html(data.rows)}</main>"
         f'<footer>Written by mmverify {_e(data.summary.get("package_version") or "")} from '
         f"{_e(data.run.name)}/summary.json and results.latest.jsonl.</footer>"
@@ -227,12 +244,30 @@ def render_html(data: RunData, max_media: int = DEFAULT_MAX_MEDIA) -> str:
     )
 
 
-def write_html_report(run: Path, out: Path | None = None, max_media: int = DEFAULT_MAX_MEDIA) -> Path:
-    """Write the self-contained report of ``run`` to ``out`` (default ``run/report.html``)."""
+def compare_with(run: Path, others: Sequence[Path], summary: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``mmverify compare run *others`` for the run's report: error rows treated as the run's
+    summary treats them, with its bootstrap seed (``ValueError`` when a run is unusable)."""
+    from ..pipelines.compare import compare_runs
+
+    if summary is None:
+        summary = load_run(run).summary
+    boot = summary.get("bootstrap")
+    seed = boot.get("seed") if isinstance(boot, Mapping) and isinstance(boot.get("seed"), int) else 0
+    return compare_runs([run, *others], seed=seed, errors_as_zero=summary.get("aggregate") == "as_zero")
+
+
+def write_html_report(
+    run: Path, out: Path | None = None, max_media: int = DEFAULT_MAX_MEDIA, compare: Sequence[Path] = (), comparison: Mapping[str, Any] | None = None
+) -> Path:
+    """Write the self-contained report of ``run`` to ``out`` (default ``run/report.html``), with the
+    differences to the runs in ``compare`` (or an already computed ``comparison``) when given."""
     if max_media < 0:
         raise ValueError("max_media must be >= 0")
     path = out if out is not None else run / "report.html"
-    text = render_html(load_run(run), max_media)
+    data = load_run(run)
+    if comparison is None and compare:
+        comparison = compare_with(run, compare, data.summary)
+    text = render_html(data, max_media, comparison)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8", errors="replace")  # a lone surrogate from a manifest becomes "?"
     return path

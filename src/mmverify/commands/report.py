@@ -1,0 +1,68 @@
+"""``mmverify report DIR [--html] [--compare OTHER ...]``: a run's summary as Markdown, and with
+``--html`` the browsable page -- which, given other runs, also shows how each differs from this one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import NoReturn
+
+import typer
+from rich.markup import escape
+
+from .common import console, stdout
+from .common import fail as fail_markup
+
+
+def report_command(
+    run_dir: Path = typer.Argument(..., exists=True, file_okay=False, help="A folder written by `mmverify score`."),
+    html: bool = typer.Option(
+        False, "--html", help="Also write DIR/report.html (self-contained: media, plots and script embedded; opens "
+        "offline) and DIR/leaderboard.csv.",
+    ),
+    max_media: int = typer.Option(
+        200, "--max-media", min=0, help="With --html: items per task whose media are embedded (lowest and highest "
+        "scores first); the rest are listed without media.",
+    ),
+    compare: list[Path] = typer.Option(
+        [], "--compare", help="Another run (folder or results file; repeatable) to compare with this one: each "
+        "other run minus this run per task and overall, with paired bootstrap 95% CIs, as `mmverify compare DIR "
+        "OTHER...`. Printed, and a section of the --html page.",
+    ),
+) -> None:
+    """Render DIR/summary.json as Markdown (printed, and written to DIR/report.md); --html adds the
+    browsable report and the leaderboard CSV; --compare adds the differences to other runs."""
+    from ..pipelines.report import render_markdown
+    from ..reports.usage import usage_markdown
+
+    def fail(message: str) -> NoReturn:
+        fail_markup(escape(message))  # paths may hold [brackets]
+
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        fail(f"{path} not found; run `mmverify score` first")
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        fail(f"{path} is not valid JSON: {exc}")
+    text = render_markdown(summary) + usage_markdown(summary)
+    (run_dir / "report.md").write_text(text, encoding="utf-8")
+    typer.echo(text, nl=False)
+    comparison = None
+    if compare:
+        from ..pipelines.compare import describe_matching, render_compare_table
+        from ..reports.html import compare_with
+
+        try:
+            comparison = compare_with(run_dir, compare, summary)
+        except ValueError as exc:
+            fail(str(exc))
+        stdout.print(render_compare_table(comparison))
+        for entry in comparison["comparisons"]:
+            console.print(describe_matching(entry), highlight=False, markup=False)
+    if html:
+        from ..reports import write_html_report, write_leaderboard_csv
+
+        page = write_html_report(run_dir, max_media=max_media, comparison=comparison)
+        table = write_leaderboard_csv(run_dir)
+        console.print(f"wrote {page} and {table}", highlight=False, markup=False)

@@ -1,0 +1,70 @@
+"""The one run reader: rows per generation (comparisons) or per manifest line (reports), the summary
+when a report needs it, and the recorded manifest found even from another working directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mmverify.core.types import Check
+from mmverify.pipelines.results import dumps_row, make_row
+from mmverify.pipelines.runs import load_run
+from mmverify.reports.rundata import RunData, load_run as load_for_report
+
+
+def _row(instance: str, line: int, score: float = 1.0) -> dict:
+    return make_row(task="i_format_border", instance_id=instance, sample=0, model=None, key=f"k{line}", line=line,
+                    verifier="i_format_border@1:mmmg", check=Check(score=score))  # fmt: skip
+
+
+def _run(folder: Path, rows: list[dict], summary: dict | None = None, name: str = "results.latest.jsonl") -> Path:
+    folder.mkdir(parents=True)
+    (folder / name).write_text("".join(dumps_row(r) + "\n" for r in rows), encoding="utf-8")
+    if summary is not None:
+        (folder / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    return folder
+
+
+def test_a_generation_on_two_lines_is_one_pair_but_two_report_items(tmp_path: Path) -> None:
+    run = _run(tmp_path / "run", [_row("b/0", 1), _row("b/1", 2), _row("b/0", 3)], {"config": {}})
+    paired = load_run(run)
+    assert len(paired.rows) == 2 and paired.duplicates == 1 and paired.summary == {"config": {}}
+    listed = load_for_report(run)
+    assert isinstance(listed, RunData) and [r["line"] for r in listed.rows] == [1, 2, 3] and listed.duplicates == 0
+
+
+def test_results_jsonl_keeps_the_last_row_per_generation_for_both(tmp_path: Path) -> None:
+    run = _run(tmp_path / "run", [_row("b/0", 1, 0.0), _row("b/0", 1, 1.0)], {}, name="results.jsonl")
+    for loaded in (load_run(run), load_for_report(run)):
+        assert [r["score"] for r in loaded.rows] == [1.0] and loaded.source.name == "results.jsonl"
+
+
+def test_what_each_caller_may_be_given(tmp_path: Path) -> None:
+    bare = _run(tmp_path / "bare", [_row("b/0", 1)])
+    assert load_run(bare / "results.latest.jsonl").summary == {} and load_run(bare).run == bare
+    with pytest.raises(FileNotFoundError, match="summary.json"):
+        load_for_report(bare)
+    empty = _run(tmp_path / "empty", [], {"config": {}})
+    with pytest.raises(ValueError, match="no results rows"):
+        load_run(empty)
+    assert load_for_report(empty).rows == []  # a finished run that scored nothing still has a report
+    (empty / "summary.json").write_text("{not json")
+    with pytest.raises(ValueError, match="unreadable"):
+        load_for_report(empty)
+    (tmp_path / "nothing").mkdir()
+    with pytest.raises(ValueError, match="holds neither"):
+        load_run(tmp_path / "nothing")
+
+
+def test_a_relative_manifest_is_found_from_above_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    manifest = project / "data" / "m.jsonl"
+    manifest.write_text(json.dumps({"task": "i_format_border", "instance_id": "b/0", "parts": []}) + "\n")
+    run = _run(project / "runs" / "x", [_row("b/0", 1)], {"config": {"manifest": "data/m.jsonl", "data_root": "gone"}})
+    monkeypatch.chdir(tmp_path)  # not the folder `score` ran in
+    loaded = load_run(run)
+    assert loaded.manifest == project / "data" / "m.jsonl" and loaded.base_dir == (project / "data").resolve()
+    assert loaded.line_of(loaded.rows[0]) is not None and loaded.data_root == Path("gone")
