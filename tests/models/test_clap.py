@@ -11,7 +11,8 @@ import pytest
 from mmverify.models.base import ModelUnavailable, checkpoint_digest
 from mmverify.models.cache import OutputCache, array_digest
 from mmverify.models.catalog import BACKEND_REGISTRY
-from mmverify.models.clap import CROP_POLICY, HFClap, LaionClap, crop_offset, deterministic_crop
+from mmverify.models.clap import CROP_POLICY, HFClap, crop_offset, deterministic_crop
+from mmverify.models.clap_laion import LaionClap
 from mmverify.models.hub import ModelHub
 from mmverify.models.protocols import AudioTextEmbedder
 from mmverify.testing.tiny_models import build_tiny_clap  # noqa: F401  (imported from here by other tests)

@@ -13,7 +13,8 @@ import pytest
 
 from mmverify.pipelines import plan as plan_module
 from mmverify.pipelines.adapters import FlowGRPOReward, TRLReward, compute_score, compute_score_batch, openrlhf_items
-from mmverify.pipelines.reward import Refused, Reward, RewardError, first_json_problem, json_problem
+from mmverify.pipelines.reward import Refused, Reward, RewardError
+from mmverify.pipelines.reward_json import first_json_problem, json_problem
 from tests.pipelines.conftest import bordered
 
 ORDER_T = {"order": ["t"]}

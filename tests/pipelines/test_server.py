@@ -27,7 +27,9 @@ pytest.importorskip("uvicorn")
 
 from mmverify.api import score_items  # noqa: E402
 from mmverify.pipelines.reward import Reward  # noqa: E402
-from mmverify.pipelines.server import BackgroundServer, MicroBatcher, PathRedactor  # noqa: E402
+from mmverify.pipelines.server import BackgroundServer  # noqa: E402
+from mmverify.pipelines.server_batch import MicroBatcher  # noqa: E402
+from mmverify.pipelines.server_gate import PathRedactor  # noqa: E402
 from tests.conftest import save_png  # noqa: E402
 from tests.pipelines.conftest import bordered  # noqa: E402
 from tests.waiting import wait_until  # noqa: E402

@@ -25,19 +25,12 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 import mmverify.core.hashing as hashing  # noqa: E402
-import mmverify.pipelines.server as server_module  # noqa: E402
+import mmverify.pipelines.server_limits as limits_module  # noqa: E402
 from mmverify.core.hashing import FileDigests, oversize_digest, sha256_bytes, sha256_file_bounded  # noqa: E402
 from mmverify.pipelines.reward import Reward  # noqa: E402
-from mmverify.pipelines.server import (  # noqa: E402
-    MIN_CHARGE,
-    Admission,
-    BackgroundServer,
-    PathRedactor,
-    ServerBusy,
-    ServerConfig,
-    count_json_values,
-    create_app,
-)
+from mmverify.pipelines.server import BackgroundServer, ServerConfig, create_app  # noqa: E402
+from mmverify.pipelines.server_gate import PathRedactor  # noqa: E402
+from mmverify.pipelines.server_limits import MIN_CHARGE, Admission, ServerBusy, count_json_values  # noqa: E402
 
 GOOD = {"task": "i_structure", "instance": {"order": ["t"]}, "parts": [{"type": "text", "text": "fine"}]}
 WAIT_S = 60.0  # generous bound for polled conditions; never a measured duration
@@ -297,8 +290,8 @@ def test_value_count_skips_strings_and_stops_past_the_limit():
 
 def test_a_body_of_many_values_is_refused_before_decoding(serve, monkeypatch):
     decoded: list[int] = []
-    real = server_module.loads_json
-    monkeypatch.setattr(server_module, "loads_json", lambda body: decoded.append(len(body)) or real(body))
+    real = limits_module.loads_json
+    monkeypatch.setattr(limits_module, "loads_json", lambda body: decoded.append(len(body)) or real(body))
     server = serve(max_json_values=1000)
     flood = b"[" + b"[]," * 50_000 + b"[]]"  # 150 KB: decoded on a parser thread if it got that far
     assert error_json(post(server.port, "/score", flood)) == (413, "too_many_values")

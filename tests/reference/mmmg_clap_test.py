@@ -22,7 +22,8 @@ from mmverify.core.media import resample
 from mmverify.core.types import Instance
 from mmverify.models.cache import array_digest
 from mmverify.models.clap import HFClap, crop_offset
-from mmverify.references.index import decode_reference, openmic_release_pool, scan
+from mmverify.references.index import decode_reference
+from mmverify.references.layouts import openmic_release_pool, scan
 from mmverify.tasks.response import ResolvedPart, Response
 from tests.models.test_clap import build_tiny_clap
 from tests.reference import mmmg_clap as published

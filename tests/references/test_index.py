@@ -200,7 +200,7 @@ def test_with_a_tiny_clap_checkpoint(esc50, tmp_path):
 
 def test_gtzan_thirds_indexes_three_windows_per_file(tmp_path):
     """The published genre references: each clip's first 10 s, 10-20 s and last 10 s are rows of their own."""
-    from mmverify.references.index import cut_window
+    from mmverify.references.layouts import cut_window
 
     root = tmp_path / "GTZAN"
     (root / "jazz").mkdir(parents=True)

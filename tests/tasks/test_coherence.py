@@ -23,7 +23,7 @@ from mmverify.api import score_items
 from mmverify.core.errors import GenerationFault, ScoringError
 from mmverify.core.types import Instance
 from mmverify.models import hub as hub_module
-from mmverify.tasks.coherence import (
+from mmverify.tasks.coherence_frame import (
     first_json,
     format_regex,
     match_names,

@@ -393,10 +393,11 @@ def test_translate_under_mmmg_rewards_repeating_the_source_speech(tmp_path, monk
 
 def test_profile_parameters_per_task():
     from mmverify.models.whisper import DETECT
-    from mmverify.tasks import speech
-    from mmverify.tasks.speech import PUBLISHED_TRANSCRIPTION, STRICT_TRANSCRIPTION, SpeechChinese
+    from mmverify.tasks import speech_steps
+    from mmverify.tasks.speech import SpeechChinese
+    from mmverify.tasks.speech_steps import PUBLISHED_TRANSCRIPTION, STRICT_TRANSCRIPTION
 
-    assert speech.DETECT == DETECT  # the task layer spells the backends' detection argument itself
+    assert speech_steps.DETECT == DETECT  # the task layer spells the backends' detection argument itself
 
     chinese = SpeechChinese.build("mmmg")
     assert chinese.transcription == PUBLISHED_TRANSCRIPTION and chinese.normalization == "published"

@@ -25,7 +25,7 @@ _M = "mmverify.models"
 
 BACKENDS: tuple[BackendInfo, ...] = (
     BackendInfo("clap-hf", "audio_text", "laion/clap-htsat-unfused", "CLAP via transformers ClapModel, 48 kHz, deterministic 10 s crop", f"{_M}.clap:HFClap", True),
-    BackendInfo("laion-clap", "audio_text", None, "original laion_clap package and .pt checkpoints (extra [laion-clap])", f"{_M}.clap:LaionClap"),
+    BackendInfo("laion-clap", "audio_text", None, "original laion_clap package and .pt checkpoints (extra [laion-clap])", f"{_M}.clap_laion:LaionClap"),
     BackendInfo("dreamsim", "image_similarity", "ensemble", "DreamSim 1 - distance, 224x224 bicubic", f"{_M}.dreamsim:DreamSimBackend", True),
     BackendInfo("whisper-hf", "transcriber", "openai/whisper-large-v3", "Whisper via transformers (HF-format checkpoints)", f"{_M}.whisper:HFWhisper", True),
     BackendInfo("whisper-hf-zh", "transcriber_zh", "BELLE-2/Belle-whisper-large-v3-zh", "Chinese Whisper fine-tune via transformers", f"{_M}.whisper:HFWhisperChinese", True),

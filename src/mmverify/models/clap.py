@@ -1,4 +1,5 @@
-"""CLAP audio/text embeddings: transformers ``ClapModel`` (default) and the original ``laion_clap``.
+"""CLAP audio/text embeddings: transformers ``ClapModel`` (default) and the original ``laion_clap``
+(:mod:`mmverify.models.clap_laion`).
 
 Both backends take mono float32 waveforms at 48 kHz and return L2-normalised float32 rows.
 
@@ -41,21 +42,19 @@ index is shared across them; the numpy/fp32 pair keeps the fingerprint it always
 from __future__ import annotations
 
 import hashlib
-import os
-import threading
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
-from .base import Backend, ModelUnavailable, safe_torch_load, validate_waveform
+from .base import Backend, ModelUnavailable, validate_waveform
 from .cache import OutputCache, array_digest
 from .clap_features import PADDINGS, check_padding, crop_offset, deterministic_crop
 
 __all__ = [
-    "CROP_POLICY", "DEFAULT_PADDING", "FEATURE_FRONT_ENDS", "PADDINGS", "PRECISIONS", "ClapFrontEnd", "HFClap",
-    "LaionClap", "check_padding", "crop_offset", "deterministic_crop", "zero_pad",
+    "CROP_POLICY", "DEFAULT_PADDING", "FEATURE_FRONT_ENDS", "PADDINGS", "PRECISIONS", "ClapBackend", "ClapFrontEnd",
+    "HFClap", "check_padding", "crop_offset", "deterministic_crop", "zero_pad",
 ]  # fmt: skip
 
 CROP_POLICY = "content-seeded-crop/1"
@@ -101,7 +100,7 @@ def _pooled(output: Any) -> Any:
     return getattr(output, "pooler_output", output)
 
 
-class _ClapBackend(Backend):
+class ClapBackend(Backend):
     """Shared by both CLAP backends: input checks, deterministic crop, cache lookups, batching."""
 
     capability = "audio_text"
@@ -215,7 +214,7 @@ class ClapFrontEnd:
     ``fingerprint``, ``preprocessing`` (crop and padding rules) and ``embed_audio``.
     """
 
-    def __init__(self, backend: _ClapBackend, padding: str = DEFAULT_PADDING) -> None:
+    def __init__(self, backend: ClapBackend, padding: str = DEFAULT_PADDING) -> None:
         self.backend = backend
         self.padding = check_padding(padding)
 
@@ -239,7 +238,7 @@ class ClapFrontEnd:
         return self.backend.embed_text(texts)
 
 
-class HFClap(_ClapBackend):
+class HFClap(ClapBackend):
     """CLAP through transformers (``laion/clap-htsat-unfused`` or any ``save_pretrained`` folder).
 
     ``features`` chooses how the log-mel input is computed: ``"torch"`` (default) on the model's
@@ -393,127 +392,3 @@ class HFClap(_ClapBackend):
                 attention_mask=tokens["attention_mask"].to(self.device),
             )
         return _pooled(output).float().cpu().numpy()
-
-
-_IMPORT_LOCK = threading.Lock()
-
-
-@contextmanager
-def _hub_offline() -> Iterator[None]:
-    """Keep laion_clap's import-time tokenizer downloads off the network (it hangs offline otherwise)."""
-    previous_env = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
-        import huggingface_hub.constants as hub_constants
-    except ImportError:
-        hub_constants = None
-    previous = getattr(hub_constants, "HF_HUB_OFFLINE", None)
-    if hub_constants is not None:
-        hub_constants.HF_HUB_OFFLINE = True  # read once, when huggingface_hub is imported
-    try:
-        yield
-    finally:
-        if hub_constants is not None:
-            hub_constants.HF_HUB_OFFLINE = previous
-        if previous_env is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = previous_env
-
-
-def _checkpoint_state(checkpoint: Any) -> dict[str, Any]:
-    """The model weights inside a laion_clap ``.pt`` file, keyed as ``CLAP`` expects."""
-    state = checkpoint.get("state_dict", checkpoint) if isinstance(checkpoint, dict) else checkpoint
-    if not isinstance(state, dict) or not state:
-        raise ValueError("no state dict in checkpoint")
-    if next(iter(state)).startswith("module."):
-        state = {key[len("module."):]: value for key, value in state.items()}
-    # Newer transformers keep position_ids as a buffer outside the state dict.
-    state.pop("text_branch.embeddings.position_ids", None)
-    return state
-
-
-class LaionClap(_ClapBackend):
-    """The original ``laion_clap`` package with its ``.pt`` checkpoints (e.g. ``630k-audioset-best.pt``).
-
-    ``source`` is the checkpoint file (or a folder holding exactly one ``.pt``).  The package is
-    imported only here: it pins numpy<2 and fetches tokenizers at import, which this backend forces
-    offline -- ``roberta-base``, ``bert-base-uncased`` and ``facebook/bart-base`` must be in the
-    local Hugging Face cache.
-    """
-
-    name = "laion-clap"
-    default_source = None
-    packages = ("torch", "laion_clap")
-    extra = "laion-clap"
-
-    def __init__(
-        self,
-        source: str | None = None,
-        device: str | None = None,
-        batch_size: int = 8,
-        cache: OutputCache | None = None,
-        amodel: str = "HTSAT-tiny",
-        enable_fusion: bool = False,
-    ) -> None:
-        super().__init__(source=source, device=device, batch_size=batch_size, cache=cache)
-        self.amodel = amodel
-        self.enable_fusion = enable_fusion
-        self._module: Any = None
-
-    def local_path(self, allow_download: bool = False) -> Path:
-        if not self.source:
-            raise ModelUnavailable(
-                self.name,
-                "no checkpoint configured; download a laion_clap .pt (e.g. 630k-audioset-best.pt) and set "
-                "MMVERIFY_LAION_CLAP_SOURCE=/path/to/it or --model audio_text=laion-clap@/path/to/it",
-            )
-        path = super().local_path(allow_download)
-        if path.is_dir():
-            found = sorted(path.glob("*.pt"))
-            if len(found) != 1:
-                raise ModelUnavailable(self.name, f"expected exactly one .pt checkpoint in {path}, found {len(found)}")
-            path = found[0]
-        return path
-
-    def _load(self, path: Path) -> None:
-        import torch
-
-        with _IMPORT_LOCK, _hub_offline():
-            try:
-                import laion_clap
-            except (ImportError, OSError) as exc:
-                raise ModelUnavailable(
-                    self.name,
-                    f"cannot import laion_clap ({exc}); install it with pip install \"mmverify[laion-clap]\" and make "
-                    "sure roberta-base, bert-base-uncased and facebook/bart-base are in the Hugging Face cache",
-                ) from None
-            try:
-                module = laion_clap.CLAP_Module(enable_fusion=self.enable_fusion, amodel=self.amodel, device=self.device)
-            except OSError as exc:
-                raise ModelUnavailable(self.name, f"laion_clap could not build its model offline ({exc})") from None
-        # Same steps as CLAP_Module.load_ckpt, but through the weights-only loader.
-        try:
-            state = _checkpoint_state(safe_torch_load(path))
-            module.model.load_state_dict(state)
-        except Exception as exc:  # unpickling refusals, missing or mismatched keys
-            raise ModelUnavailable(self.name, f"cannot load checkpoint {path} ({exc})") from None
-        module.model.eval()
-        self._module = module
-        self._torch = torch
-
-    def embedding_dim(self) -> int:
-        self.ensure_loaded()
-        return int(self._module.model_cfg["embed_dim"])
-
-    def _compute_audio(self, clips: list[np.ndarray], padding: str) -> np.ndarray:
-        # laion_clap repeat-pads shorter clips itself; zero-padded ones arrive filling the window.
-        with self._torch.inference_mode():
-            return np.asarray(self._module.get_audio_embedding_from_data(x=list(clips), use_tensor=False))
-
-    def _compute_text(self, texts: list[str]) -> np.ndarray:
-        # laion_clap squeezes the batch axis of a single text; pad with a copy and drop it.
-        padded = texts + texts[:1] if len(texts) == 1 else texts
-        with self._torch.inference_mode():
-            embedded = np.asarray(self._module.get_text_embedding(padded))
-        return embedded[: len(texts)]

@@ -29,7 +29,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..core.errors import ErrorCode
-from .reward import ERROR_POLICIES, Item, Refused, Reward, describe_exception, image_part, loads_json, scores_from_rows
+from .reward import ERROR_POLICIES, Item, Refused, Reward, image_part, scores_from_rows
+from .reward_json import describe_exception, loads_json
 
 RESPONSE_PLACEHOLDER = "response"  # {"type": "response"} in a parts list stands for the generated text
 

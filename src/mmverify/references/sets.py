@@ -29,7 +29,8 @@ from ..core.errors import ErrorCode, ScoringError
 from ..core.media import MediaError
 from ..core.registry import UnknownIdError
 from ..core.settings import Settings
-from .index import PUBLISHED_LOAD_RATE, ReferenceEmbedder, ReferenceIndex, preprocessing_of, scan
+from .index import PUBLISHED_LOAD_RATE, ReferenceEmbedder, ReferenceIndex, preprocessing_of
+from .layouts import scan
 
 ENV_VAR = "MMVERIFY_REFERENCES"
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from ..verifiers.speech.text_metrics import normalize_english
 from ..verifiers.text import parse_mmmg_turn_constraints
 from .base import Task, require_field
 from .response import Response
-from .speech import (
+from .speech_steps import (
     PUBLISHED_TRANSCRIPTION,
     SAMPLE_RATE,
     SPEAKER_THRESHOLD,

@@ -37,7 +37,7 @@ from ..verifiers.vlm.coherence_templates import coherence_question
 from ..verifiers.vlm.templates import CODE_TEMPLATE_KEY, code_criteria_question
 from . import models
 from .base import require_field
-from .coherence import MAX_SEARCHED_TEXT, CoherenceSession, CoherenceTask, fault
+from .coherence_frame import MAX_SEARCHED_TEXT, CoherenceSession, CoherenceTask, fault
 from .image_judged import invalid, text_of, texts_of
 from .media import instance_images
 

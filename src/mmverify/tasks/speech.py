@@ -6,7 +6,7 @@ rate (22050 Hz; pitch and speaking rate run on that), and each model gets them r
 rate (16 kHz).  Transcripts are Whisper's (``transcriber``; ``transcriber_zh`` for Chinese) and are
 compared after Whisper's English normaliser on both sides.
 
-How Whisper is run is a :class:`Transcription` policy, chosen by the profile:
+How Whisper is run is a :class:`~.speech_steps.Transcription` policy, chosen by the profile:
 
 * ``mmmg`` (published): the language is forced -- English for the English tasks, Chinese for
   a_speech_chinese -- and only the first 30 s of a clip are transcribed.
@@ -19,7 +19,6 @@ How Whisper is run is a :class:`Transcription` policy, chosen by the profile:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -27,123 +26,36 @@ import numpy as np
 from ..core.errors import ErrorCode, ScoringError
 from ..core.media import resample
 from ..core.types import Check, Instance
-from ..verifiers.audio import PUBLISHED_SAMPLE_RATE
 from ..verifiers.speech import prosody
 from ..verifiers.speech.text_metrics import (
     char_accuracy,
-    english_normalizer_name,
     normalize_chinese,
     normalize_english,
     published_char_accuracy,
     word_accuracy,
 )
-from ..verifiers.text import evaluate, parse_mmmg_constraint
-from ..verifiers.text.mmmg import SEMANTICS, MmmgChecker
 from . import models
 from .base import Task, require_field
 from .media import instance_audios
 from .response import Response
+from .speech_steps import (
+    PUBLISHED_TRANSCRIPTION,
+    SAMPLE_RATE,
+    SPEAKER_THRESHOLD,
+    Transcription,
+    check_constraints,
+    parse_constraints,
+    require_text,
+    speaker_similarities,
+    transcribe,
+    transcript_evidence,
+    transcription_for,
+    validate_semantics,
+    validate_threshold,
+    validate_transcription,
+)
 
-SAMPLE_RATE = PUBLISHED_SAMPLE_RATE
-SPEAKER_THRESHOLD = 0.93  # published: WavLM-SV cosine must exceed it for "same speaker"
 GENDERS = ("female", "male")
-DETECT = "detect"  # the Whisper backends' language argument for detection (models.whisper.DETECT)
-
-
-@dataclass(frozen=True)
-class Transcription:
-    """How Whisper is run: with the task's language forced or detected, on the first ``max_seconds``
-    of the clip or (``None``) on all of it."""
-
-    force_language: bool = True
-    max_seconds: float | None = 30.0
-
-    def __post_init__(self) -> None:
-        if self.max_seconds is not None and not self.max_seconds > 0:
-            raise ValueError("max_seconds must be positive or None")
-
-    def as_params(self) -> dict[str, Any]:
-        return {"force_language": self.force_language, "max_seconds": self.max_seconds}
-
-
-PUBLISHED_TRANSCRIPTION = Transcription(force_language=True, max_seconds=30.0)
-STRICT_TRANSCRIPTION = Transcription(force_language=False, max_seconds=None)
-
-
-def transcription_for(profile: str) -> Transcription:
-    return STRICT_TRANSCRIPTION if profile == "strict" else PUBLISHED_TRANSCRIPTION
-
-
-# -- shared steps ---------------------------------------------------------------------------------------
-
-
-def transcribe(
-    clips: Sequence[np.ndarray], rate: int, language: str = "en", policy: Transcription = PUBLISHED_TRANSCRIPTION
-) -> list[str]:
-    """Whisper transcripts of ``clips`` (sampled at ``rate``), one per clip, in order: the task's
-    ``language`` ("en" or "zh") forced or detected and the clip limited as ``policy`` says."""
-    if language not in ("en", "zh"):
-        raise ValueError(f"language must be 'en' or 'zh', got {language!r}")
-    backend = models.backend("transcriber_zh" if language == "zh" else "transcriber")
-    inputs = [resample(clip, rate, backend.sample_rate) for clip in clips]
-    return backend.transcribe(inputs, language=language if policy.force_language else DETECT, max_seconds=policy.max_seconds)
-
-
-def transcript_evidence(transcript: str, normalizer: str = "english") -> dict[str, Any]:
-    """What a row shows about the transcript: raw, normalised, and which normaliser was used
-    (``"english"``: Whisper's English normaliser; ``"chinese"``: :func:`normalize_chinese`)."""
-    if normalizer == "chinese":
-        return {"transcript": transcript, "normalized_transcript": normalize_chinese(transcript), "normalizer": "chinese"}
-    return {
-        "transcript": transcript,
-        "normalized_transcript": normalize_english(transcript),
-        "normalizer": english_normalizer_name(),
-    }
-
-
-def speaker_similarities(clips: Sequence[np.ndarray], rate: int) -> np.ndarray:
-    """Pairwise cosine similarities of the clips' speaker embeddings (rows are unit-norm)."""
-    backend = models.backend("speaker")
-    embeddings = np.asarray(backend.embed([resample(clip, rate, backend.sample_rate) for clip in clips]), dtype=np.float64)
-    return embeddings @ embeddings.T
-
-
-def validate_threshold(value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1.0 <= float(value) <= 1.0:
-        raise ValueError(f"speaker_threshold must be a cosine in [-1, 1], got {value!r}")
-    return float(value)
-
-
-def validate_semantics(value: str) -> str:
-    if value not in SEMANTICS:
-        raise ValueError(f"semantics must be one of {list(SEMANTICS)}, got {value!r}")
-    return value
-
-
-def parse_constraints(instance: Instance, spec: Any, semantics: str) -> list[MmmgChecker]:
-    """The instance's MMMG constraint(s), checked on Whisper-normalised text."""
-    try:
-        return parse_mmmg_constraint(spec, semantics=semantics, normalizer=normalize_english)
-    except ValueError as exc:
-        raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: constraint: {exc}") from None
-
-
-def validate_transcription(value: Transcription) -> Transcription:
-    if not isinstance(value, Transcription):
-        raise ValueError(f"transcription must be a Transcription, got {value!r}")
-    return value
-
-
-def check_constraints(transcript: str, checkers: Sequence[MmmgChecker]) -> Check:
-    # The published checks have no "empty response fails" rule: an empty transcript passes an exclusion.
-    return evaluate(transcript, checkers, "strict", require_nonempty=False)
-
-
-def require_text(instance: Instance, *names: str) -> str:
-    value = require_field(instance, *names)
-    if not isinstance(value, str) or not value.strip():
-        raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: {names[0]} must be a non-empty string")
-    return value
 
 
 def _level(instance: Instance, name: str) -> str | None:

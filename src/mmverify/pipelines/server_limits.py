@@ -1,0 +1,161 @@
+"""The reward server's configuration and request limits: the :class:`ServerConfig`, the JSON
+errors replies carry (:class:`HTTPError`), the admission of request bodies against
+``max_inflight_bytes`` and the counting and decoding of bodies against ``max_json_values``."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from .reward import DEFAULT_ITEM_TIMEOUT_S
+from .reward_json import loads_json
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = None
+    data_root: Path | None = None
+    instructions: Path | None = None
+    thresholds: Path | None = None
+    tasks: Sequence[str] | None = None  # None: every implemented task
+    item_timeout: float | None = DEFAULT_ITEM_TIMEOUT_S
+    request_timeout: float = 300.0
+    max_body_bytes: int = 32 * 1024 * 1024
+    max_items: int = 256
+    batch_wait_ms: float = 2.0
+    max_batch_items: int = 64
+    on_error: str = "raise"  # /get_reward only: OpenRLHF needs a number for every sample
+    reward_options: dict[str, Any] = field(default_factory=dict)  # models, device, offline, ...
+    max_json_values: int = 200_000  # containers and separated elements in one body
+    max_inflight_bytes: int = 64 * 1024 * 1024  # request bodies held in memory at once
+    max_waiting: int = 256  # requests waiting for room under max_inflight_bytes
+    header_timeout: float = 10.0  # seconds for a request's headers
+    body_timeout: float = 30.0  # seconds for a request's body, from its headers
+    keep_alive_timeout: float = 30.0  # idle seconds before a kept-alive connection closes
+    shutdown_timeout: float = 10.0  # seconds requests being scored get after SIGINT/SIGTERM
+
+    def __post_init__(self) -> None:
+        sizes = (self.max_body_bytes, self.max_items, self.max_batch_items, self.max_json_values, self.max_inflight_bytes)
+        if min(sizes) < 1 or self.max_waiting < 0:
+            raise ValueError("size limits must be positive")
+        if self.request_timeout <= 0 or self.batch_wait_ms < 0:
+            raise ValueError("request_timeout must be positive and batch_wait_ms non-negative")
+        if min(self.header_timeout, self.body_timeout, self.keep_alive_timeout) <= 0 or self.shutdown_timeout < 0:
+            raise ValueError("timeouts must be positive")
+        if self.on_error not in ("raise", "zero", "none"):
+            raise ValueError("on_error must be raise, zero or none")
+
+
+# Replies sent before the body was read to its end: for a client that stalls, the connection
+# closes; otherwise (413, 429) uvicorn reads and discards the rest of the body, so a client that
+# sends its whole body before reading gets the reply instead of a broken pipe.
+CLOSE = {"Connection": "close"}
+MIN_CHARGE = 16 * 1024  # what a request counts against max_inflight_bytes at least
+INLINE_DECODE_BYTES = 64 * 1024  # larger bodies are counted and decoded on the parser threads
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, code: str, message: str, *, headers: dict[str, str] | None = None, **extra: Any) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.headers, self.extra = status, code, message, headers, extra
+
+
+
+class ServerBusy(Exception):
+    pass
+
+
+class Admission:
+    """Bounds the bytes of request bodies held in memory at once.  Requests wait for room in
+    arrival order; when ``max_waiting`` already wait, :meth:`acquire` raises :class:`ServerBusy`."""
+
+    def __init__(self, limit: int, max_waiting: int) -> None:
+        self.limit = limit
+        self.max_waiting = max_waiting
+        self.used = 0
+        self._waiting: collections.deque[tuple[int, asyncio.Future]] = collections.deque()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    async def acquire(self, size: int) -> int:
+        """Reserve ``size`` bytes (at most the whole budget); returns the amount reserved."""
+        size = max(1, min(size, self.limit))
+        if not self._waiting and self.used + size <= self.limit:
+            self.used += size
+            return size
+        if len(self._waiting) >= self.max_waiting:
+            raise ServerBusy(f"{len(self._waiting)} requests are already waiting")
+        entry = (size, asyncio.get_running_loop().create_future())
+        self._waiting.append(entry)
+        try:
+            await entry[1]
+        except asyncio.CancelledError:
+            if entry[1].done() and not entry[1].cancelled():
+                self.release(size)  # granted just as the wait was given up
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(entry)
+                self._grant()
+            raise
+        return size
+
+    def grow(self, extra: int) -> bool:
+        """Reserve ``extra`` more bytes without waiting (a body without Content-Length growing)."""
+        if self.used + extra > self.limit:
+            return False
+        self.used += extra
+        return True
+
+    def release(self, size: int) -> None:
+        self.used -= size
+        self._grant()
+
+    def _grant(self) -> None:
+        while self._waiting and self.used + self._waiting[0][0] <= self.limit:
+            size, future = self._waiting.popleft()
+            if not future.done():
+                self.used += size
+                future.set_result(None)
+
+
+_JSON_COUNTED = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{,]')
+
+
+def count_json_values(body: bytes | bytearray, limit: int) -> int:
+    """Containers plus separated elements of a JSON document, counted on its bytes (string
+    contents skipped) and only up to just past ``limit``: an upper bound on the objects decoding
+    would create, found without creating any."""
+    bound = body.count(b"[") + body.count(b"{") + body.count(b",") + 1
+    if bound <= limit:
+        return bound
+    count = 1
+    for match in _JSON_COUNTED.finditer(body):
+        if body[match.start()] != 0x22:  # not a string: '[', '{' or ','
+            count += 1
+            if count > limit:
+                break
+    return count
+
+
+def decode_body(body: bytes | bytearray, max_values: int) -> Any:
+    """A request body decoded, after its structure was counted against ``max_values``.  Over-long
+    integers decode to markers (their items are refused one by one); nesting stops at the
+    decoder's recursion limit."""
+    if count_json_values(body, max_values) > max_values:
+        raise HTTPError(413, "too_many_values", f"the body holds more than {max_values} JSON values")
+    try:
+        return loads_json(body)
+    except RecursionError:
+        raise HTTPError(400, "invalid_json", "the request body is nested too deeply") from None
+    except ValueError:
+        raise HTTPError(400, "invalid_json", "the request body is not valid JSON") from None
+
