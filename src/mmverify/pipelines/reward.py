@@ -61,9 +61,6 @@ ERROR_POLICIES: tuple[str, ...] = ("none", "nan", "zero", "raise")
 DEFAULT_ITEM_TIMEOUT_S = 60.0
 
 
-# decoders reject these bytes, so a non-finite float image scores 0 as ``unreadable_image``
-
-
 class RewardError(RuntimeError):
     """Raised under ``on_error="raise"`` when items ended in ``error`` rows; carries every row."""
 
