@@ -115,3 +115,17 @@ def test_a_member_past_its_deadline_leaves_and_its_inputs_are_never_computed():
     threads[1].join()
     batch_round.close()
     assert results["other"] == [6] and model.batches == [[3, 3, 3, 3]]
+
+
+def test_a_fault_outside_the_model_call_still_answers_every_waiting_request(monkeypatch):
+    model, owner, results = Recorder(), object(), {}
+    batch_round = BatchRound()
+
+    def broken_run(group, chunk):
+        raise KeyError("bookkeeping bug")
+
+    monkeypatch.setattr(batch_round, "_run", broken_run)
+    for thread in _members(batch_round, [("a", lambda: forward(owner, "double", [1], model, 2))], results):
+        thread.join()
+    batch_round.close()
+    assert isinstance(results["a"], KeyError)

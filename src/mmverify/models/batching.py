@@ -202,7 +202,12 @@ class BatchRound:
                     self._cond.wait()
                     work = self._take()
             for group, chunk in work:
-                self._run(group, chunk)
+                try:
+                    self._run(group, chunk)
+                except BaseException as exc:  # noqa: BLE001  (the device thread must answer every request)
+                    with self._cond:
+                        for request, _, _ in chunk:
+                            self._finish(request, exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
 
     def _run(self, group: _Group, chunk: list[tuple[_Request, int, Any]]) -> None:
         live = [entry for entry in chunk if not entry[0].finished]
