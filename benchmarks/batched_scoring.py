@@ -153,6 +153,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--check", type=int, default=16, help="items scored one by one at the batch shape, for the identity check")
     args = parser.parse_args()
+    from mmverify.envfix import install_torchvision_op_stubs
+
+    install_torchvision_op_stubs()  # lets transformers import where torchvision's compiled ops cannot load
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
