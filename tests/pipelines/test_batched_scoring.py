@@ -4,7 +4,9 @@ as items scored one at a time, for every kind of model task, with error rows in 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,7 @@ from tests.conftest import espeak
 from tests.tasks.speech_task_fixtures import SPEECH_TASKS, speech_instructions, tiny_models, use_models  # noqa: F401
 from tests.tasks.test_sound import ESC50_TASKS, esc50_tree, instruction_rows, noise, refs, tone, write
 from tests.models.test_clap import build_tiny_clap
+from tests.vlm_server import vlm_env, vlm_server  # noqa: F401
 
 pytestmark = pytest.mark.slow
 SR = 22_050
@@ -89,3 +92,37 @@ def test_batched_rows_are_byte_identical_to_one_by_one(tmp_path, monkeypatch, ti
     assert together == one_by_one
     # scored together, the same clips and pieces went through fewer (fuller) model batches
     assert counts[6]["clap"] < counts[1]["clap"] and counts[6]["whisper"] < counts[1]["whisper"], counts
+
+
+def test_judged_items_in_flight_ask_concurrently_and_score_the_same_bytes(tmp_path, vlm_env, mmmg_instructions):
+    """Judge questions of the items in flight go out together; each reply depends only on its own
+    question and image, so the rows equal those of one item at a time."""
+    from PIL import Image
+
+    from tests.waiting import wait_until
+
+    def reply(request):  # bright images hold what is asked about, dark ones do not
+        return "Looking at it.\nAnswer: Yes" if request.images and request.images[-1].mean() > 100 else "Hmm.\nAnswer: No"
+
+    vlm_env.script(reply)
+    items = []
+    for task in ("i_object_attribute", "i_object_cot", "i_relation_two", "i_object_include"):
+        for index in range(3):
+            path = tmp_path / f"{task}_{index}.png"
+            Image.new("RGB", (48, 48), (40 + 90 * index,) * 3).save(path)
+            items.append({"task": task, "instance_id": f"{task}/{index}", "parts": [{"type": "image", "path": str(path)}]})
+    rows = {}
+    for in_flight in (1, 6):
+        vlm_env.reset()
+        os.environ["MMVERIFY_VLM_CACHE"] = str(tmp_path / f"judge-{in_flight}.sqlite")  # every question asked anew
+        if in_flight > 1:  # every task was built by the first run, so no item is scored alone under the hold
+            vlm_env.hold()
+        with ThreadPoolExecutor(1) as pool:
+            run = pool.submit(score_items, items, base_dir=tmp_path, instructions=mmmg_instructions, in_flight=in_flight)
+            if in_flight > 1:
+                wait_until(lambda: vlm_env.held >= 2, message="items in flight did not ask their judge together")
+                vlm_env.open()
+            rows[in_flight] = [json.dumps(row) for row in run.result()]
+    assert rows[6] == rows[1]
+    statuses = {json.loads(row)["status"] for row in rows[1]}
+    assert statuses == {"scored"}, [json.loads(r)["error"] for r in rows[1] if json.loads(r)["error"]]
