@@ -47,7 +47,7 @@ def _members(batch_round: BatchRound, jobs: list, results: dict, start: threadin
             except Exception as exc:  # noqa: BLE001
                 results[name] = exc
 
-    threads = [threading.Thread(target=run, args=(name, job)) for name, job in jobs]
+    threads = [threading.Thread(target=run, args=(name, job), daemon=True) for name, job in jobs]
     for thread in threads:
         thread.start()
     return threads
@@ -87,9 +87,11 @@ def test_a_full_batch_runs_while_another_member_is_still_working():
         return forward(owner, "double", [7], model, 2)
 
     threads = _members(batch_round, [("slow", slow), ("full", lambda: forward(owner, "double", [1, 2], model, 2))], results)
-    threads[1].join()  # served although the other member never asked
-    assert results["full"] == [2, 4] and "slow" not in results
-    release.set()
+    try:
+        threads[1].join()  # served although the other member never asked
+        assert results["full"] == [2, 4] and "slow" not in results
+    finally:
+        release.set()
     threads[0].join()
     batch_round.close()
     assert results["slow"] == [14] and model.batches == [[1, 2], [7, 7]]
@@ -108,10 +110,13 @@ def test_a_member_past_its_deadline_leaves_and_its_inputs_are_never_computed():
         release.wait()
         return forward(owner, "double", [3], model, 4)
 
-    threads = _members(batch_round, [("late", late), ("other", other)], results)
-    threads[0].join()
-    assert isinstance(results["late"], ItemTimeout) and model.batches == []
-    release.set()
+    start = threading.Barrier(2)  # both are members before the late one asks
+    threads = _members(batch_round, [("late", late), ("other", other)], results, start)
+    try:
+        threads[0].join()
+        assert isinstance(results["late"], ItemTimeout) and model.batches == []
+    finally:
+        release.set()
     threads[1].join()
     batch_round.close()
     assert results["other"] == [6] and model.batches == [[3, 3, 3, 3]]

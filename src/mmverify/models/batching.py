@@ -115,10 +115,19 @@ class BatchRound:
         self._owners: dict[int, object] = {}  # keeps owners alive so their ids stay unique
         self._members = 0
         self._waiting = 0
+        self._starting = False  # the scheduler is starting members: a partial batch waits for them
         self._closed = False
         self.batches_run = 0
         self._device = threading.Thread(target=self._serve, name="mmverify-device", daemon=True)
         self._device.start()
+
+    # -- the scheduler ------------------------------------------------------------------------
+    def starting(self, busy: bool) -> None:
+        """While the scheduler starts members (``busy``), only full batches run: the members it is
+        about to start would otherwise miss the partial batch of those already waiting."""
+        with self._cond:
+            self._starting = busy
+            self._cond.notify_all()
 
     # -- item threads -------------------------------------------------------------------------
     @contextmanager
@@ -184,7 +193,7 @@ class BatchRound:
         for group in self._groups.values():
             if len(group.entries) >= group.batch_size:
                 return [(group, [group.entries.popleft() for _ in range(group.batch_size)])]
-        if self._waiting < self._members and not self._closed:
+        if (self._waiting < self._members or self._starting) and not self._closed:
             return []
         work = []
         for group in self._groups.values():

@@ -99,16 +99,21 @@ def score_together(
             elif not uses_models(entry):
                 slots.append(_Slot(score_alone(entry)))
             elif not is_warm(entry):
+                batch_round.starting(False)
                 yield from _all(slots)  # loading a model never races the items in flight
                 slots.append(_Slot(score_alone(entry)))
             else:
-                free.acquire()
+                if not free.acquire(blocking=False):  # every slot is busy: let partial batches run meanwhile
+                    batch_round.starting(False)
+                    free.acquire()
+                batch_round.starting(True)
                 slot = _Slot()
                 slots.append(slot)
                 threading.Thread(
                     target=_score_member, args=(batch_round, entry, timeout, slot, free), name="mmverify-item", daemon=True
                 ).start()
             yield from _finished_head(slots)
+        batch_round.starting(False)
         yield from _all(slots)
     finally:
         batch_round.close()
