@@ -25,6 +25,7 @@ from mmverify.models.clap_features import (
     sounding_frames,
     waveform_batch,
 )
+from tests.models import audio_corpus
 from tests.models.test_clap import build_tiny_clap
 
 torch = pytest.importorskip("torch")
@@ -59,22 +60,14 @@ def extractor_features(extractor: Any, clip: np.ndarray, padding: str) -> np.nda
 
 
 def sine(seconds: float, freq: float, amplitude: float = 1.0) -> np.ndarray:
-    t = np.arange(round(seconds * SR)) / SR
-    return (amplitude * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+    return audio_corpus.sine(seconds, freq, SR, amplitude)
 
 
 def corpus(seed: int = 0) -> dict[str, np.ndarray]:
     """Edge lengths around the window and the frame reach, silence, full-scale noise and tones."""
     rng = np.random.default_rng(seed)
     clips = {
-        "empty": np.zeros(0, dtype=np.float32),
-        "one sample": np.array([0.7], dtype=np.float32),
-        "479 samples": rng.uniform(-1, 1, 479).astype(np.float32),
-        "0.3 s noise": (0.3 * rng.standard_normal(int(0.3 * SR))).astype(np.float32),
-        "2.5 s full-scale tone": sine(2.5, 997.0),
-        "3 s silence": np.zeros(3 * SR, dtype=np.float32),
-        "4 s quiet noise": (1e-6 * rng.standard_normal(4 * SR)).astype(np.float32),
-        "6 s tone + noise": sine(6, 220.0, 0.4) + (0.01 * rng.standard_normal(6 * SR)).astype(np.float32),
+        **audio_corpus.short_clips(rng, SR, 480),
         "click": np.eye(1, 5 * SR, int(rng.integers(0, 5 * SR)), dtype=np.float32)[0],
         "window - 600": rng.uniform(-1, 1, WINDOW - 600).astype(np.float32),
         "window - 512": rng.uniform(-1, 1, WINDOW - 512).astype(np.float32),

@@ -19,6 +19,7 @@ from mmverify.models.base import ModelUnavailable, checkpoint_digest
 from mmverify.models.cache import OutputCache
 from mmverify.models.whisper import HFWhisper, split_long_clip
 from mmverify.models.whisper_features import WhisperMelFeatures, WhisperMelSettings, scale_log_mel, waveform_batch
+from tests.models import audio_corpus
 from tests.models.test_whisper import build_tiny_hf_whisper
 
 torch = pytest.importorskip("torch")
@@ -49,22 +50,14 @@ def numpy_path_features(extractor: Any, clip: np.ndarray) -> np.ndarray:
 
 
 def sine(seconds: float, freq: float, amplitude: float = 1.0) -> np.ndarray:
-    t = np.arange(round(seconds * SR)) / SR
-    return (amplitude * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+    return audio_corpus.sine(seconds, freq, SR, amplitude)
 
 
 def corpus(seed: int = 0) -> dict[str, np.ndarray]:
     """Edge lengths around the frame and the 30 s window, silence, full-scale noise and tones."""
     rng = np.random.default_rng(seed)
     clips = {
-        "empty": np.zeros(0, dtype=np.float32),
-        "one sample": np.array([0.7], dtype=np.float32),
-        "399 samples": rng.uniform(-1, 1, 399).astype(np.float32),
-        "0.3 s noise": (0.3 * rng.standard_normal(int(0.3 * SR))).astype(np.float32),
-        "2.5 s full-scale tone": sine(2.5, 997.0),
-        "3 s silence": np.zeros(3 * SR, dtype=np.float32),
-        "4 s quiet noise": (1e-6 * rng.standard_normal(4 * SR)).astype(np.float32),
-        "6 s tone + noise": sine(6, 220.0, 0.4) + (0.01 * rng.standard_normal(6 * SR)).astype(np.float32),
+        **audio_corpus.short_clips(rng, SR, 400),
         "7.3 s chord": sine(7.3, 300.0, 0.3) + sine(7.3, 2_950.0, 0.2) + sine(7.3, 7_600.0, 0.1),
         "click": np.eye(1, 5 * SR, int(rng.integers(0, 5 * SR)), dtype=np.float32)[0],
         "window - 150": rng.uniform(-1, 1, WINDOW - 150).astype(np.float32),  # sound in the end reflection
