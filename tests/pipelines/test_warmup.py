@@ -183,7 +183,9 @@ def test_a_warm_up_past_its_budget_is_a_warmup_timeout(control, kind):
     assert "warm-up took longer than 0.5 s" in message and "test_slow_build" in message
 
 
-def test_a_first_use_slower_than_the_item_limit_is_scored_again_warm(control, monkeypatch):
+@pytest.fixture
+def scored_items(monkeypatch) -> list[str]:
+    """The instance ids that execute.score_item is called with, in order."""
     calls: list[str] = []
     real = execute.score_item
 
@@ -192,6 +194,11 @@ def test_a_first_use_slower_than_the_item_limit_is_scored_again_warm(control, mo
         return real(item)
 
     monkeypatch.setattr(execute, "score_item", counting)
+    return calls
+
+
+def test_a_first_use_slower_than_the_item_limit_is_scored_again_warm(control, scored_items):
+    calls = scored_items
     releaser = release_later(control, "first", 1)
     rows = list(LocalExecutor(timeout=ITEM_LIMIT, warmup_timeout=None).run(items("test_slow_first_score", 2)))
     releaser.join()
@@ -200,15 +207,8 @@ def test_a_first_use_slower_than_the_item_limit_is_scored_again_warm(control, mo
     assert calls == ["test_slow_first_score/0", "test_slow_first_score/0", "test_slow_first_score/1"]
 
 
-def test_a_fast_first_use_keeps_its_row(control, monkeypatch):
-    calls: list[str] = []
-    real = execute.score_item
-
-    def counting(item: WorkItem) -> dict[str, Any]:
-        calls.append(item.instance_id)
-        return real(item)
-
-    monkeypatch.setattr(execute, "score_item", counting)
+def test_a_fast_first_use_keeps_its_row(control, scored_items):
+    calls = scored_items
     (control / "release").touch()
     rows = list(LocalExecutor(timeout=60.0).run(items("test_slow_first_score", 2)))
     assert outcomes(iter(rows)) == ["scored", "scored"]

@@ -15,10 +15,9 @@ import typer
 from typer.testing import CliRunner
 
 from mmverify.commands.compare import compare_command
-from mmverify.core.types import Check
 from mmverify.pipelines.compare import compare_runs
-from mmverify.pipelines.results import dumps_row, make_row
 from mmverify.reports.compare_html import delta_interval_svg, write_compare_html
+from tests.pipelines.test_compare import _row as compare_row, _write_run
 
 HOSTILE = '<img src=x onerror="alert(1)">&'
 HOSTILE_TASK = f"t{HOSTILE}"
@@ -26,17 +25,7 @@ HOSTILE_MODEL = f"m{HOSTILE}"
 
 
 def _row(task: str, instance: str, score: float | None, model: str) -> dict[str, Any]:
-    check = Check(score=score) if score is not None else None
-    return make_row(
-        task=task, instance_id=instance, sample=0, model=model, key=f"{task}|{instance}|0|{model}",
-        line=1, verifier=f"{task}@1:mmmg", check=check, error_code=None if check else "timeout", error_message="slow",
-    )  # fmt: skip
-
-
-def _write_run(folder: Path, rows: list[dict[str, Any]]) -> Path:
-    folder.mkdir(parents=True)
-    (folder / "results.latest.jsonl").write_text("".join(dumps_row(r) + "\n" for r in rows), encoding="utf-8")
-    return folder
+    return compare_row(task, instance, score, model=model)
 
 
 def _runs(tmp_path: Path) -> list[Path]:
