@@ -96,7 +96,7 @@ def hub_snapshot(repo_id: str, allow_download: bool = False) -> Path:
     try:
         return Path(snapshot_download(repo_id, local_files_only=not allow_download))
     except Exception as exc:  # the hub client raises several types for "not cached"
-        hint = f"run `mmverify models fetch` for it, or point the backend at a local copy"
+        hint = "run `mmverify models fetch` for it, or point the backend at a local copy"
         raise FileNotFoundError(f"{repo_id} is not in the local Hugging Face cache ({type(exc).__name__}); {hint}") from None
 
 
@@ -173,11 +173,9 @@ class Backend(ABC):
     def run_batched(self, kind: Any, inputs: Sequence[Any], compute: Any, shape: Any = None) -> list[Any]:
         """``compute``'s outputs for ``inputs`` on this backend's fixed batch shape, merged with other
         items' requests when scored together (see :func:`.batching.forward`)."""
-        from .batching import forward
+        from .batching import forward, one_shape
 
-        if shape is None:
-            return forward(self, kind, inputs, compute, self.rows_per_forward or 1)
-        return forward(self, kind, inputs, compute, self.rows_per_forward or 1, shape)
+        return forward(self, kind, inputs, compute, self.rows_per_forward or 1, shape or one_shape)
 
     @property
     def shape_tag(self) -> str:

@@ -30,7 +30,8 @@ ShapeOf = Callable[[Any], Hashable]
 _POLL_S = 0.05  # how often a waiting item thread wakes, so a deadline raised in it is delivered
 
 
-def _one_shape(_: Any) -> None:
+def one_shape(_: Any) -> None:
+    """Every input has the same shape (the default)."""
     return None
 
 
@@ -53,7 +54,7 @@ def run_chunk(compute: Compute, inputs: list[Any], batch_size: int) -> list[Any]
     return [outputs[i] for i in range(len(inputs))]
 
 
-def compute_now(inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = _one_shape) -> list[Any]:
+def compute_now(inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = one_shape) -> list[Any]:
     """Outputs of ``compute`` for ``inputs``, in order, computed in fixed-shape chunks here and now."""
     items = list(inputs)
     outputs: list[Any] = [None] * len(items)
@@ -71,7 +72,7 @@ def current_round() -> "BatchRound | None":
 
 
 def forward(
-    owner: object, kind: Hashable, inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = _one_shape
+    owner: object, kind: Hashable, inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = one_shape
 ) -> list[Any]:
     """One output per input, in order.  ``kind`` must name everything besides the inputs that
     changes ``compute``'s result (a padding rule, a language): requests of one ``owner`` and

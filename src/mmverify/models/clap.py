@@ -133,7 +133,7 @@ class ClapBackend(Backend):
 
     def _cached(
         self, kind: str, keys: list[str], items: list[Any], compute: Callable[[list[Any]], np.ndarray], forward_kind: Any,
-        shape: Callable[[Any], Any] = lambda _: None,
+        shape: Callable[[Any], Any] | None = None,
     ) -> np.ndarray:
         """Unit rows of ``items``: cached ones looked up, the rest computed through
         :func:`~mmverify.models.batching.forward` (``forward_kind`` names the computation)."""
