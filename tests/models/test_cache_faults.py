@@ -20,7 +20,8 @@ import pytest
 from mmverify.api import score_items
 from mmverify.core.types import Instance
 from mmverify.models import hub as hub_module
-from mmverify.models.cache import OutputCache, cache_problems, failure_kind
+from mmverify.models.cache import OutputCache, cache_problems
+from mmverify.models.cache_files import failure_kind
 from mmverify.models.judge import JudgeCache
 from mmverify.pipelines.plan import WorkItem
 from mmverify.pipelines.pool import ProcessExecutor

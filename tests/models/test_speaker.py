@@ -15,9 +15,10 @@ from tests.models.speech_fixtures import save_audio_model
 from mmverify.models.base import ModelUnavailable
 from mmverify.models.cache import OutputCache
 from mmverify.models.catalog import BACKEND_REGISTRY
+from mmverify.models.clips import conv_min_samples, length_groups
 from mmverify.models.hub import ModelHub
 from mmverify.models.protocols import SpeakerEmbedder
-from mmverify.models.speaker import EcapaSpeaker, ResemblyzerSpeaker, WavLMSpeaker, conv_min_samples, length_groups
+from mmverify.models.speaker import EcapaSpeaker, ResemblyzerSpeaker, WavLMSpeaker
 
 from .speech_fixtures import SENTENCES, SR, VOICES, chirp, noise, requires_espeak, speak
 

@@ -26,9 +26,9 @@ from mmverify.models.whisper import (
     DETECT,
     HFWhisper,
     HFWhisperChinese,
-    OpenAIWhisper,
     split_long_clip,
 )
+from mmverify.models.whisper_openai import OpenAIWhisper
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 from mmverify.cli import app
 from mmverify.tasks.base import PROFILES
 from mmverify.tasks.catalog import CATALOG
-from mmverify.tasks.parity import COMMITS, ENTRIES, STATUSES, entries, explain, markdown
+from mmverify.tasks.parity import COMMITS, ENTRIES, STATUSES, entries
+from mmverify.tasks.parity_docs import explain, markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,6 +18,8 @@ cache and of the judge's reply cache) therefore never raises into its caller:
 Each problem is logged once as a warning naming the file and kept in :func:`cache_problems`, so a
 run summary can show it.  Worker processes forward theirs to the parent
 (:func:`set_cache_problem_logging`, :func:`record_cache_problem`), which logs each one once.
+
+How an error is classified and how a file is moved aside: :mod:`.cache_files`.
 """
 
 from __future__ import annotations
@@ -27,16 +29,15 @@ import logging
 import os
 import sqlite3
 import threading
-import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
 from ..core.hashing import digest_of
 from ..core.settings import private_dir
+from .cache_files import failure_kind, file_identity, folder_lock, move_aside
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,6 @@ CREATE TABLE IF NOT EXISTS entries (
     value BLOB NOT NULL
 )
 """
-_SIDECARS = ("-wal", "-shm", "-journal")
 _BUSY_TIMEOUT_S = 60.0
 
 
@@ -108,89 +108,12 @@ def clear_cache_problems() -> None:
         _PROBLEMS.clear()
 
 
-# -- failure analysis -----------------------------------------------------------------------------
-_CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
-_FULL_CODES = {13}  # SQLITE_FULL
-_READ_ONLY_CODES = {8}  # SQLITE_READONLY
-
-
-def failure_kind(exc: BaseException) -> str:
-    """``corrupt``, ``full``, ``read_only`` or ``other`` for an SQLite or OS error."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(code, int):
-        primary = code & 0xFF  # extended codes carry the primary code in their low byte
-        if primary in _CORRUPT_CODES:
-            return "corrupt"
-        if primary in _FULL_CODES:
-            return "full"
-        if primary in _READ_ONLY_CODES:
-            return "read_only"
-    text = str(exc).lower()
-    if "malformed" in text or "not a database" in text:
-        return "corrupt"
-    if "disk is full" in text or isinstance(exc, OSError) and exc.errno == 28:  # ENOSPC
-        return "full"
-    if "readonly" in text or "read-only" in text:
-        return "read_only"
-    return "other"
+class _Unusable(Exception):
+    """The cache path cannot hold an SQLite file (for example, it is a folder)."""
 
 
 def _describe(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, _Unusable) else f"{type(exc).__name__}: {exc}"
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return (stat.st_dev, stat.st_ino)
-
-
-@contextmanager
-def _folder_lock(folder: Path) -> Iterator[None]:
-    """An advisory lock on ``folder``, shared by every process repairing a cache in it (POSIX)."""
-    try:
-        import fcntl
-
-        descriptor = os.open(folder, os.O_RDONLY)
-    except (ImportError, OSError):
-        yield
-        return
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(descriptor)  # closing releases the lock
-
-
-def _aside_path(path: Path) -> Path:
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    candidate = path.with_name(f"{path.name}.corrupt-{stamp}")
-    counter = 1
-    while candidate.exists() or any(Path(f"{candidate}{s}").exists() for s in _SIDECARS):
-        candidate = path.with_name(f"{path.name}.corrupt-{stamp}-{counter}")
-        counter += 1
-    return candidate
-
-
-def move_aside(path: Path) -> Path:
-    """Rename ``path`` (and its SQLite side files) to ``<name>.corrupt-<UTC time>``; the new path.
-
-    Side files go first: a process that opens ``path`` meanwhile then meets either the old file
-    (and waits for the repair) or none (and creates the fresh one) -- never a mixed pair.
-    """
-    target = _aside_path(path)
-    for suffix in _SIDECARS:
-        sidecar = Path(f"{path}{suffix}")
-        if sidecar.exists():
-            sidecar.rename(Path(f"{target}{suffix}"))
-    path.rename(target)
-    return target
-
-
-class _Unusable(Exception):
-    """The cache path cannot hold an SQLite file (for example, it is a folder)."""
 
 
 # -- the fault-tolerant store ---------------------------------------------------------------------
@@ -238,10 +161,10 @@ class SQLiteStore:
             local.conn = None
             if self._mode == "off":
                 return None
-            seen = _identity(self.path)
+            seen = file_identity(self.path)
             try:
                 conn = self._open(self._mode == "ro")
-                identity = _identity(self.path)
+                identity = file_identity(self.path)
                 if identity != seen:  # the file changed around the open: which one we hold is unknown
                     identity = None
             except (sqlite3.Error, OSError, _Unusable) as exc:
@@ -275,16 +198,16 @@ class SQLiteStore:
     ) -> tuple[sqlite3.Connection | None, tuple[int, int] | None]:
         """A connection after a failed open, and the identity of the file it holds."""
         # every repair happens under the folder lock, so while it is held the file stays put
-        with _folder_lock(self.path.parent):
+        with folder_lock(self.path.parent):
             conn = None
-            if _identity(self.path) != seen:  # another process replaced the file meanwhile
+            if file_identity(self.path) != seen:  # another process replaced the file meanwhile
                 try:
                     conn = self._open(self._mode == "ro")
                 except (sqlite3.Error, OSError, _Unusable) as again:
                     exc = again
             if conn is None:
                 conn = self._settle(exc)
-            return conn, _identity(self.path)
+            return conn, file_identity(self.path)
 
     def _settle(self, exc: BaseException) -> sqlite3.Connection | None:
         """Deal with a file that cannot be opened (under the folder lock)."""
@@ -356,10 +279,10 @@ class SQLiteStore:
 
     def _failed(self, exc: sqlite3.Error, *, writing: bool) -> bool:
         """Deal with a failed statement; True when a fresh file is now in place (worth a retry)."""
-        with self._lock, _folder_lock(self.path.parent):
+        with self._lock, folder_lock(self.path.parent):
             if self._mode == "off":
                 return False
-            if _identity(self.path) != getattr(self._local, "identity", None):
+            if file_identity(self.path) != getattr(self._local, "identity", None):
                 self._generation += 1  # another process replaced the file: every thread reconnects
                 return True
             if failure_kind(exc) == "corrupt":

@@ -29,7 +29,7 @@ BACKENDS: tuple[BackendInfo, ...] = (
     BackendInfo("dreamsim", "image_similarity", "ensemble", "DreamSim 1 - distance, 224x224 bicubic", f"{_M}.dreamsim:DreamSimBackend", True),
     BackendInfo("whisper-hf", "transcriber", "openai/whisper-large-v3", "Whisper via transformers (HF-format checkpoints)", f"{_M}.whisper:HFWhisper", True),
     BackendInfo("whisper-hf-zh", "transcriber_zh", "BELLE-2/Belle-whisper-large-v3-zh", "Chinese Whisper fine-tune via transformers", f"{_M}.whisper:HFWhisperChinese", True),
-    BackendInfo("whisper-openai", "transcriber", "large-v3", "openai-whisper package (model name or local .pt)", f"{_M}.whisper:OpenAIWhisper"),
+    BackendInfo("whisper-openai", "transcriber", "large-v3", "openai-whisper package (model name or local .pt)", f"{_M}.whisper_openai:OpenAIWhisper"),
     BackendInfo("wavlm-sv", "speaker", "microsoft/wavlm-base-sv", "WavLM x-vector speaker verification via transformers", f"{_M}.speaker:WavLMSpeaker", True),
     BackendInfo("ecapa", "speaker", "speechbrain/spkrec-ecapa-voxceleb", "speechbrain ECAPA-TDNN (local hparams folder)", f"{_M}.speaker:EcapaSpeaker"),
     BackendInfo("resemblyzer", "speaker", "bundled", "GE2E encoder shipped inside the resemblyzer wheel (works offline)", f"{_M}.speaker:ResemblyzerSpeaker"),

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from .base import ModelUnavailable, validate_waveform
-from .speaker import ClipBackend, conv_min_samples, describe, is_silent, length_groups, pad_to
+from .clips import ClipBackend, conv_min_samples, describe, is_silent, length_groups, pad_to
 
 
 def normalise_label(label: str) -> str:

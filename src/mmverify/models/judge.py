@@ -3,7 +3,8 @@
 This module is the client and the one place judges are built (:func:`build_judge`); it re-exports
 the names of the modules it composes -- :mod:`.judge_wire` (requests, image encoding, replies),
 :mod:`.judge_retry`, :mod:`.judge_cache`, :mod:`.judge_usage`, :mod:`.judge_config` and
-:mod:`.judge_local` -- none of which imports it back.
+:mod:`.judge_local` -- none of which imports it back.  It also uses :mod:`.judge_endpoint` (the
+per-endpoint concurrency bound and loopback check).
 
 :class:`OpenAICompatibleJudge` speaks ``POST {base_url}/chat/completions`` and so works with OpenAI,
 Gemini's OpenAI-compatible endpoint and vLLM / SGLang serving Qwen2.5-VL.  Scores must be
@@ -26,7 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
-from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -39,6 +39,7 @@ from .judge_config import (
     DEFAULT_API_KEY_ENV, ENV_PREFIX, LOCAL_PREFIX, NOT_CONFIGURED, ROLES, JudgeConfig, apply_cli_options, check_role,
     config_from_env, judge_identities, offline_from_env, parse_role_spec,
 )  # fmt: skip
+from .judge_endpoint import is_loopback, process_semaphore
 from .judge_local import TransformersVLMJudge
 from .judge_retry import RetryPolicy
 from .judge_usage import judge_identity, usage_for
@@ -56,31 +57,6 @@ __all__ = [
     "check_role", "classify_response", "config_from_env", "encode_png", "image_data_url", "judge_identities",
     "offline_from_env", "parse_retry_after", "parse_role_spec", "reply_from_payload", "request_key",
 ]  # fmt: skip
-
-_SEMAPHORES: dict[tuple[int, str, int], threading.BoundedSemaphore] = {}
-_SEMAPHORES_LOCK = threading.Lock()
-
-
-def _process_semaphore(endpoint: str, limit: int) -> threading.BoundedSemaphore:
-    """One bound per endpoint and process, shared by every judge (and role) aimed at it with the
-    same limit -- which judges configured from the environment always are."""
-    key = (os.getpid(), endpoint, limit)
-    with _SEMAPHORES_LOCK:
-        if key not in _SEMAPHORES:
-            _SEMAPHORES[key] = threading.BoundedSemaphore(limit)
-        return _SEMAPHORES[key]
-
-
-def _is_loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        import ipaddress
-
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass
@@ -203,7 +179,7 @@ class OpenAICompatibleJudge:
         return self.retry.delay(attempt, failure, key)
 
     def _check_online(self) -> None:
-        if self.offline and not _is_loopback(self.base_url):
+        if self.offline and not is_loopback(self.base_url):
             raise ModelUnavailable(
                 "vlm", f"offline mode: the reply of {self.model} at {self.base_url} is not in the judge cache"
             )
@@ -255,7 +231,7 @@ class OpenAICompatibleJudge:
         self._check_online()
         client = self._client()
         body = prepared.build_body()  # PNG encoding happens outside the concurrency bound
-        with _process_semaphore(self.base_url, self.concurrency):
+        with process_semaphore(self.base_url, self.concurrency):
             answer = self._send(client, body, prepared.key)
         return self._answered(prepared.key, answer)
 

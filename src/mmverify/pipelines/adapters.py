@@ -17,6 +17,8 @@ Error rows follow an explicit policy.  TRL skips a ``None`` reward, so its adapt
 "none".  verl, Flow-GRPO and OpenRLHF need a number for every sample: NaN would poison the group's
 advantage and 0 would count a scorer failure as a failed generation, so they default to "raise" and
 accept "zero" (with the error reported beside the score) or "nan" as explicit choices.
+
+How a sample becomes an item, the same for every adapter: :mod:`.adapter_items`.
 """
 
 from __future__ import annotations
@@ -24,52 +26,19 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..core.errors import ErrorCode
+from .adapter_items import decode_json, guarded_item, with_response
 from .reward import ERROR_POLICIES, Item, Refused, Reward, image_part, scores_from_rows
-from .reward_json import describe_exception, loads_json
-
-RESPONSE_PLACEHOLDER = "response"  # {"type": "response"} in a parts list stands for the generated text
-
-
-def _decode_json(value: Any) -> Any:
-    """A JSON string decoded (over-long integers become markers the reward refuses); anything
-    else, or text that does not decode, as is."""
-    if isinstance(value, (str, bytes)):
-        try:
-            return loads_json(value)
-        except (ValueError, RecursionError):
-            return value
-    return value
-
-
-def _guarded(task: Any, make: Callable[..., Item], *args: Any) -> Item:
-    """``make(*args)``, or -- when building the item fails -- a Refused entry (naming ``task``), so
-    a bad sample costs its own row and never the batch."""
-    try:
-        return make(*args)
-    except Exception as exc:
-        context = {"task": task} if isinstance(task, str) else None
-        return Refused(ErrorCode.MALFORMED_LINE, f"cannot build this item: {describe_exception(exc)}", context)
 
 
 def _check_policy(on_error: str, allowed: Sequence[str] = ERROR_POLICIES) -> str:
     if on_error not in allowed:
         raise ValueError(f"on_error must be one of {', '.join(allowed)}, got {on_error!r}")
     return on_error
-
-
-def _with_response(parts: Any, text: str) -> list[Any]:
-    """``parts`` with each ``{"type": "response"}`` replaced by the generated text; no parts: the text."""
-    if not isinstance(parts, list):
-        return [{"type": "text", "text": text}]
-    return [
-        {"type": "text", "text": text} if isinstance(p, Mapping) and p.get("type") == RESPONSE_PLACEHOLDER else p
-        for p in parts
-    ]
 
 
 # -- TRL -------------------------------------------------------------------------------------------
@@ -135,11 +104,11 @@ class TRLReward:
         items: list[Item] = []
         for i, completion in enumerate(completions):
             task = tasks[i] if tasks is not None else None
-            items.append(_guarded(task or self.reward.fixed_task, self._item, instances[i], completion, task))
+            items.append(guarded_item(task or self.reward.fixed_task, self._item, instances[i], completion, task))
         return items
 
     def _item(self, instance: Any, completion: Any, task: str | None) -> Item:
-        return self.reward.item(_decode_json(instance), completion_parts(completion), task=task)
+        return self.reward.item(decode_json(instance), completion_parts(completion), task=task)
 
     def score(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         rows = self.reward.rows(self._items(prompts, completions, kwargs))
@@ -193,12 +162,12 @@ def _verl_options(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], str, tuple
 def _verl_item(reward: Reward, data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any) -> Item:
     extra = extra_info if isinstance(extra_info, Mapping) else {}
     text = solution_str if isinstance(solution_str, str) else str(solution_str)
-    parts = _with_response(extra.get("parts"), text)
+    parts = with_response(extra.get("parts"), text)
     if not isinstance(data_source, str):
         return Refused(ErrorCode.MALFORMED_LINE, f"data_source must be an mmverify task id, got {data_source!r}")
     sample = extra.get("sample", 0)
     sample = sample if isinstance(sample, int) and not isinstance(sample, bool) and sample >= 0 else 0
-    return reward.item(_decode_json(ground_truth), parts, task=data_source, sample=sample)
+    return reward.item(decode_json(ground_truth), parts, task=data_source, sample=sample)
 
 
 def _verl_result(row: Mapping[str, Any], score: float | None, component_keys: Sequence[str]) -> dict[str, Any]:
@@ -230,7 +199,7 @@ def compute_score_batch(
     extras = list(extra_infos) if extra_infos is not None else [None] * len(data_sources)
     if not (len(data_sources) == len(solution_strs) == len(ground_truths) == len(extras)):
         raise ValueError("data_sources, solution_strs, ground_truths and extra_infos differ in length")
-    items = [_guarded(args[0], _verl_item, reward, *args) for args in zip(data_sources, solution_strs, ground_truths, extras)]
+    items = [guarded_item(args[0], _verl_item, reward, *args) for args in zip(data_sources, solution_strs, ground_truths, extras)]
     rows = reward.rows(items)
     scores = scores_from_rows(rows, on_error)
     return [_verl_result(row, score, component_keys) for row, score in zip(rows, scores)]
@@ -293,10 +262,10 @@ class FlowGRPOReward:
         self.__name__ = "mmverify"
 
     def _annotation(self, entry: Any) -> tuple[Any, str | None]:
-        entry = _decode_json(entry)
+        entry = decode_json(entry)
         if isinstance(entry, Mapping) and self.instance_key in entry:
             task = entry.get(self.task_key)
-            return _decode_json(entry[self.instance_key]), task if isinstance(task, str) else None
+            return decode_json(entry[self.instance_key]), task if isinstance(task, str) else None
         task = entry.get(self.task_key) if isinstance(entry, Mapping) else None
         return entry, task if isinstance(task, str) else None
 
@@ -313,7 +282,7 @@ class FlowGRPOReward:
             metadata = [metadata] * len(pictures)
         if len(metadata) != len(pictures):
             raise ValueError(f"got {len(metadata)} metadata entries for {len(pictures)} images")
-        items = [_guarded(self.reward.fixed_task, self._item, picture, entry) for picture, entry in zip(pictures, metadata)]
+        items = [guarded_item(self.reward.fixed_task, self._item, picture, entry) for picture, entry in zip(pictures, metadata)]
         rows = self.reward.rows(items)
         scores = scores_from_rows(rows, self.on_error)
         info = {
@@ -331,13 +300,13 @@ def _label_item(label: Any, query: Any, prompt: Any) -> Item:
     text = query if isinstance(query, str) else str(query)
     if isinstance(prompt, str) and prompt and text.startswith(prompt):
         text = text[len(prompt):]  # OpenRLHF sends prompt + response as the query
-    decoded = _decode_json(label)
+    decoded = decode_json(label)
     if not isinstance(decoded, Mapping):
         return Refused(ErrorCode.MALFORMED_LINE, 'each label must be a JSON object {"task": ..., "instance": {...}}', label)
     item = {key: decoded[key] for key in ("task", "instance", "instance_id", "sample", "model") if key in decoded}
     if "instance" in item:
-        item["instance"] = _decode_json(item["instance"])
-    item["parts"] = _with_response(decoded.get("parts"), text)
+        item["instance"] = decode_json(item["instance"])
+    item["parts"] = with_response(decoded.get("parts"), text)
     return item
 
 
@@ -367,7 +336,7 @@ def openrlhf_items(body: Mapping[str, Any]) -> list[Item]:
         prompts = [None] * len(queries)
     if not isinstance(prompts, list) or len(prompts) != len(queries):
         raise ValueError(f"'prompts' must be a list as long as 'query' ({len(queries)})")
-    return [_guarded(None, _label_item, label, query, prompt) for query, prompt, label in zip(queries, prompts, labels)]
+    return [guarded_item(None, _label_item, label, query, prompt) for query, prompt, label in zip(queries, prompts, labels)]
 
 
 def openrlhf_response(rows: Sequence[Mapping[str, Any]], on_error: str = "raise") -> dict[str, Any]:

@@ -1,0 +1,48 @@
+"""Reward items from framework samples, the same way for every adapter in :mod:`.adapters`.
+
+Frameworks hand over annotations as dicts or JSON strings, and the generated text apart from any
+media the rollout produced; these helpers decode the one and put the other into the response's
+parts.  Building an item never raises: a sample that cannot become an item is a Refused entry,
+so it costs its own row and never the batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from ..core.errors import ErrorCode
+from .reward import Item, Refused
+from .reward_json import describe_exception, loads_json
+
+RESPONSE_PLACEHOLDER = "response"  # {"type": "response"} in a parts list stands for the generated text
+
+
+def decode_json(value: Any) -> Any:
+    """A JSON string decoded (over-long integers become markers the reward refuses); anything
+    else, or text that does not decode, as is."""
+    if isinstance(value, (str, bytes)):
+        try:
+            return loads_json(value)
+        except (ValueError, RecursionError):
+            return value
+    return value
+
+
+def guarded_item(task: Any, make: Callable[..., Item], *args: Any) -> Item:
+    """``make(*args)``, or -- when building the item fails -- a Refused entry (naming ``task``), so
+    a bad sample costs its own row and never the batch."""
+    try:
+        return make(*args)
+    except Exception as exc:
+        context = {"task": task} if isinstance(task, str) else None
+        return Refused(ErrorCode.MALFORMED_LINE, f"cannot build this item: {describe_exception(exc)}", context)
+
+
+def with_response(parts: Any, text: str) -> list[Any]:
+    """``parts`` with each ``{"type": "response"}`` replaced by the generated text; no parts: the text."""
+    if not isinstance(parts, list):
+        return [{"type": "text", "text": text}]
+    return [
+        {"type": "text", "text": text} if isinstance(p, Mapping) and p.get("type") == RESPONSE_PLACEHOLDER else p
+        for p in parts
+    ]
