@@ -284,10 +284,11 @@ def _task_corpus(tmp_path: Path) -> tuple[dict[str, list[np.ndarray]], list[tupl
 
 def _score_all(items: list[tuple[str, dict, Path]], profile: str) -> list[tuple[str, Any]]:
     from mmverify.core.errors import GenerationFault
-    from mmverify.tasks.sound import SoundBeginEnd, SoundCot
+    from mmverify.tasks.catalog import TASK_REGISTRY
+    from mmverify.tasks.sound import SoundBeginEnd
     from tests.tasks.test_sound import direct
 
-    tasks = {"cot": SoundCot.build(profile), "begin_end": SoundBeginEnd.build(profile)}
+    tasks = {"cot": TASK_REGISTRY.get("a_sound_cot").build(profile), "begin_end": SoundBeginEnd.build(profile)}
     outcomes: list[tuple[str, Any]] = []
     for task, data, path in items:
         try:

@@ -278,7 +278,8 @@ class PublishedScorer:
 
 
 def test_task_similarities_match_the_published_pipeline(tmp_path, esc50_published, tiny_clap_folder):
-    from mmverify.tasks.sound import SoundBeginEnd, SoundCot, SoundInclude
+    from mmverify.tasks.catalog import TASK_REGISTRY
+    from mmverify.tasks.sound import SoundBeginEnd, SoundInclude
 
     reference = PublishedScorer(tiny_clap_folder)
     rng = np.random.default_rng(10)
@@ -292,7 +293,7 @@ def test_task_similarities_match_the_published_pipeline(tmp_path, esc50_publishe
         cases += [
             (SoundBeginEnd, {"start": "dog", "end": "rain"}, path, published.edge_parts(audio, SR, True, True), ["dog", "rain"]),
             (SoundInclude, {"target": "rain", "range": [a, b]}, path, [published.range_part(audio, [a, b])], ["rain"]),
-            (SoundCot, {"target": "dog"}, path, [audio], ["dog"]),
+            (TASK_REGISTRY.get("a_sound_cot"), {"target": "dog"}, path, [audio], ["dog"]),
         ]
     sims_ours, sims_theirs = [], []
     for cls, data, path, parts, classes in cases:

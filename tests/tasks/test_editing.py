@@ -423,7 +423,10 @@ def test_params_name_templates_judges_and_margins():
         cls = TASK_REGISTRY.get(task)
         assert (cls().params()["normalization"], cls.build("strict").params()["normalization"]) == ("mmmg", "unicode")
     for task in REFERENCE:
-        assert TASK_REGISTRY.get(task)().params() == {"margin_divisor": 10, "resample": "bicubic"}
+        assert TASK_REGISTRY.get(task)().params() == {
+            "margin_divisor": 10, "resample": "bicubic",
+            "family": "mmverify.tasks.editing:ReferenceEdit", "family_version": 1, "args": {},
+        }  # fmt: skip
 
 
 def test_end_to_end_through_the_http_judge(vlm_env, tmp_path, instructions, source, monkeypatch):

@@ -36,6 +36,18 @@ OPENMIC_CLASSES = {
 ESC50_TASKS = {"a_sound_begin_end": ("start", "end"), "a_sound_include": ("target",), "a_sound_cot": ("target",), "a_sound_silence": ("start", "end")}
 
 
+def task_class(task_id: str) -> type:
+    """A task's class by id: the whole-clip tasks are catalog rows of the WholeClip family."""
+    from mmverify.tasks.catalog import TASK_REGISTRY
+
+    return TASK_REGISTRY.get(task_id)
+
+
+def whole_clip_tasks() -> tuple[type, ...]:
+    """The classes of a_sound_cot, a_music_instrument, a_music_exclude and a_music_genre."""
+    return tuple(task_class(t) for t in ("a_sound_cot", "a_music_instrument", "a_music_exclude", "a_music_genre"))
+
+
 # -- synthetic media ----------------------------------------------------------------------------
 def tone(seconds: float, freq: float, seed: int = 0) -> np.ndarray:
     """A harmonic tone pulsing at 3 Hz with a little noise (different per freq and seed)."""
@@ -166,7 +178,9 @@ def test_every_published_class_is_a_reference_class(mmmg_instructions):
 
 
 def test_defaults_are_the_published_ones_and_parameters_are_validated():
-    from mmverify.tasks.sound import MusicExclude, MusicGenre, MusicInstrument, SoundBeginEnd, SoundCot, SoundInclude, SoundSilence
+    from mmverify.tasks.sound import SoundBeginEnd, SoundInclude, SoundSilence
+
+    SoundCot, MusicInstrument, MusicExclude, MusicGenre = whole_clip_tasks()
 
     assert [cls().threshold for cls in (SoundBeginEnd, SoundInclude, SoundCot, SoundSilence)] == [0.68] * 4
     assert (MusicInstrument().threshold, MusicExclude().threshold, MusicGenre().threshold) == (0.62, 0.62, 0.69)
@@ -263,7 +277,9 @@ def test_empty_parts_are_silence_under_mmmg_and_fail_under_strict(tmp_path, conf
 
 
 def test_profiles_choose_the_clap_front_end():
-    from mmverify.tasks.sound import MusicExclude, MusicGenre, MusicInstrument, SoundBeginEnd, SoundCot, SoundInclude, SoundSilence
+    from mmverify.tasks.sound import SoundBeginEnd, SoundInclude, SoundSilence
+
+    SoundCot, MusicInstrument, MusicExclude, MusicGenre = whole_clip_tasks()
 
     for cls in (SoundBeginEnd, SoundInclude, SoundCot, SoundSilence, MusicInstrument, MusicExclude, MusicGenre):
         published, strict = cls.build("mmmg"), cls.build("strict")
@@ -281,7 +297,7 @@ def test_profiles_choose_the_clap_front_end():
 def test_mmmg_zero_pads_and_strict_repeat_pads(tmp_path, configure):
     """A 2 s sound against a reference holding that sound and then 8 s of silence: the same waveform
     as the zero-padded clip, so identical under mmmg; strict tiles the clip, which the reference is not."""
-    from mmverify.tasks.sound import SoundCot
+    SoundCot = task_class("a_sound_cot")
 
     fade = np.hanning(2 * SR).astype(np.float32)  # starts and ends at zero: no edge where padding begins
     sound = tone(2, 440, seed=3) * fade
@@ -319,7 +335,7 @@ def test_include_scores_the_range_fraction(tmp_path, configure, mmmg_instruction
 
 
 def test_cot_scores_the_whole_clip_and_thresholds_are_strict(tmp_path, configure, mmmg_instructions):
-    from mmverify.tasks.sound import MusicExclude, SoundCot
+    SoundCot, MusicExclude = task_class("a_sound_cot"), task_class("a_music_exclude")
 
     rows = instruction_rows(mmmg_instructions, "a_sound_cot")
     target = rows[0]["target"]
@@ -370,7 +386,7 @@ def test_silence_needs_exactly_two_segments_start_then_end(tmp_path, configure, 
 
 # -- instruments and genre ----------------------------------------------------------------------
 def test_instrument_inclusion_and_exclusion(tmp_path, configure, mmmg_instructions):
-    from mmverify.tasks.sound import MusicExclude
+    MusicExclude = task_class("a_music_exclude")
 
     exclude_rows = instruction_rows(mmmg_instructions, "a_music_exclude")
     attribute_rows = instruction_rows(mmmg_instructions, "a_music_attribute")
@@ -400,7 +416,7 @@ def test_instrument_inclusion_and_exclusion(tmp_path, configure, mmmg_instructio
 
 
 def test_genre_against_gtzan_windows(tmp_path, configure):
-    from mmverify.tasks.sound import MusicGenre
+    MusicGenre = task_class("a_music_genre")
 
     jazz = [sweep(21, 200, 2000), sweep(21, 2500, 300)]  # sweeps: every 10 s window sounds different
     root = folder_tree(tmp_path / "GTZAN", {"jazz": jazz, "hiphop": [tone(21, 150, seed=12)]})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import threading
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
@@ -43,6 +44,8 @@ class Registry(Generic[T]):
         self.default_namespace = default_namespace
         self._targets: dict[str, str | Callable[[], T]] = {}
         self._loaded: dict[str, T] = {}
+        # one load per id, also across threads: a factory called twice would make two distinct classes
+        self._lock = threading.RLock()
 
     def qualify(self, key: str) -> str:
         """Add the default namespace to a bare id (``i_ocr`` -> ``task:i_ocr``)."""
@@ -79,6 +82,7 @@ class Registry(Generic[T]):
         if target is None:
             known = list(self._targets) + [k.split(":", 1)[1] for k in self._targets]
             raise UnknownIdError(self.kind, key, known)
-        obj = import_object(target) if isinstance(target, str) else target()
-        self._loaded[qualified] = obj
-        return obj
+        with self._lock:
+            if qualified not in self._loaded:
+                self._loaded[qualified] = import_object(target) if isinstance(target, str) else target()
+            return self._loaded[qualified]

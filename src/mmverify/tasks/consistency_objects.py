@@ -23,7 +23,9 @@ from .image_judged import JudgedImageTask, JudgeSession, texts_of
 from .response import Response
 
 
-class _ObjectSequence(JudgedImageTask):
+class ObjectSequence(JudgedImageTask):
+    """Family of i_consistency_semantic / _compose / _decompose (no arguments)."""
+
     def read(self, instance: Instance) -> list[str]:
         return texts_of(instance, require_field(instance, "object", "objects"), "object")
 
@@ -48,15 +50,3 @@ class _ObjectSequence(JudgedImageTask):
         product = float(all(verdicts) and len(verdicts) == len(objects))
         evidence: dict[str, Any] = {"objects": objects, "verdicts": verdicts}
         return session.check(product, {"all_present": product}, **evidence)
-
-
-class ConsistencySemantic(_ObjectSequence):
-    id = "i_consistency_semantic"
-
-
-class ConsistencyCompose(_ObjectSequence):
-    id = "i_consistency_compose"
-
-
-class ConsistencyDecompose(_ObjectSequence):
-    id = "i_consistency_decompose"

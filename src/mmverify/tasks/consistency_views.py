@@ -16,7 +16,9 @@ from .media import instance_images
 from .response import Response
 
 
-class _ViewConsistency(Task):
+class ViewConsistency(Task):
+    """Family of i_consistency_3d_object / _3d_scene (no arguments)."""
+
     def score(self, instance: Instance, response: Response) -> Check:
         references = instance_images(instance, require_field(instance, "ref_image_list"))
         count = len(response.of_type("image"))
@@ -36,11 +38,3 @@ class _ViewConsistency(Task):
             components={f"ssim_view_{i}": value for i, value in enumerate(per_view)},
             evidence={"views": len(per_view)},
         )
-
-
-class MultiAngle(_ViewConsistency):
-    id = "i_consistency_3d_object"
-
-
-class MultiView(_ViewConsistency):
-    id = "i_consistency_3d_scene"

@@ -147,7 +147,9 @@ class _JudgedEdit(JudgedImageTask):
         )
 
 
-class _ObjectEdit(_JudgedEdit):
+class ObjectEdit(_JudgedEdit):
+    """Family of i_edit_object_add / _remove / _modify / _attribute (rows set ``component``, ``inverted``)."""
+
     component: ClassVar[str] = "objects_present"
     inverted: ClassVar[bool] = False  # removal: the presence verdict counts when it is "No"
 
@@ -163,29 +165,11 @@ class _ObjectEdit(_JudgedEdit):
         return session.check(mean, {self.component: mean}, objects=spec, present=present)
 
 
-class EditObjectAdd(_ObjectEdit):
-    id = "i_edit_object_add"
+class TextEdit(NormalizationOption, _JudgedEdit):
+    """Family of i_edit_text_add / _alter.  ``normalization`` "mmmg" (published) or "unicode"
+    (strict), as for the OCR tasks."""
 
-
-class EditObjectRemove(_ObjectEdit):
-    id = "i_edit_object_remove"
-    version = 2
-    component = "objects_absent"
-    inverted = True
-
-
-class EditObjectModify(_ObjectEdit):
-    id = "i_edit_object_modify"
-
-
-class EditObjectAttribute(_ObjectEdit):
-    id = "i_edit_object_attribute"
-
-
-class _TextEdit(NormalizationOption, _JudgedEdit):
-    """``normalization`` "mmmg" (published) or "unicode" (strict), as for the OCR tasks."""
-
-    version = 2
+    version = 2  # the family's revision, part of its tasks' keys; their catalog rows carry their own
     roles = ("ocr",)
 
     def targets(self, instance: Instance) -> str:
@@ -205,16 +189,10 @@ class _TextEdit(NormalizationOption, _JudgedEdit):
         return session.check(accuracy, {"ocr_accuracy": accuracy, "wer": rate}, reference=spec, reading=reading)
 
 
-class EditTextAdd(_TextEdit):
-    id = "i_edit_text_add"
-
-
-class EditTextAlter(_TextEdit):
-    id = "i_edit_text_alter"
-
-
 # -- edits against a ground-truth image (DreamSim) --------------------------------------------------
-class _ReferenceEdit(Task):
+class ReferenceEdit(Task):
+    """Family of i_edit_add / i_edit_color (no arguments)."""
+
     margin_divisor: ClassVar[int] = REFERENCE_MARGIN_DIVISOR
     needed: ClassVar[tuple[str, ...]] = ("bbox", "image_list", "ref_image_list")
 
@@ -257,11 +235,3 @@ def crop_similarity(generated: np.ndarray, reference: np.ndarray) -> float:
     if not (0.0 <= value <= 1.0):
         raise ScoringError(ErrorCode.INTERNAL, f"image_similarity returned {list(values)!r} for one pair")
     return value
-
-
-class EditAdd(_ReferenceEdit):
-    id = "i_edit_add"
-
-
-class EditColor(_ReferenceEdit):
-    id = "i_edit_color"

@@ -205,7 +205,17 @@ class ClapClassTask(Task):
         return resample(samples, rate, target_rate) if len(samples) else samples
 
 
-class _WholeClip(ClapClassTask):
+class WholeClip(ClapClassTask):
+    """Family of the tasks that score the whole clip; catalog rows set the class attributes:
+
+    * a_sound_cot -- ``target`` ESC-50 class (named by a riddle in the instruction);
+    * a_music_instrument -- ``instrument`` (rows of a_music_attribute that have one): OpenMIC class;
+    * a_music_exclude -- ``instrument`` must be absent; as published, a response without (exactly
+      one) audio fails;
+    * a_music_genre -- ``genre``: GTZAN class; references are the clips' first, middle and last 10 s
+      as published.
+    """
+
     def spans(self, instance: Instance, audio: np.ndarray, rate: int, labels: list[str]) -> dict[str, Span]:
         return {label: (0, len(audio)) for label in labels}
 
@@ -256,15 +266,6 @@ class SoundInclude(ClapClassTask):
         return {"target": fraction_bounds(len(audio), self._range(instance))}
 
 
-class SoundCot(_WholeClip):
-    """``target`` ESC-50 class (named by a riddle in the instruction), whole clip."""
-
-    id = "a_sound_cot"
-    reference_set = "esc50"
-    fields = ("target",)
-    default_threshold = 0.68
-
-
 class SoundSilence(ClapClassTask):
     """Sound, silence, sound: the silence split must give exactly two segments, ``start`` then ``end``."""
 
@@ -292,31 +293,3 @@ class SoundSilence(ClapClassTask):
                 segments_s=[_seconds(span, rate) for span in segments],
             )
         return {"start": segments[0], "end": segments[1]}
-
-
-class MusicInstrument(_WholeClip):
-    """``instrument`` (rows of a_music_attribute that have one) heard in the clip: OpenMIC class."""
-
-    id = "a_music_instrument"
-    reference_set = "openmic"
-    fields = ("instrument",)
-    default_threshold = 0.62
-
-
-class MusicExclude(_WholeClip):
-    """``instrument`` must be absent.  As published, a response without (exactly one) audio fails."""
-
-    id = "a_music_exclude"
-    reference_set = "openmic"
-    fields = ("instrument",)
-    default_threshold = 0.62
-    absent = True
-
-
-class MusicGenre(_WholeClip):
-    """``genre``: GTZAN class; references are the clips' first, middle and last 10 s as published."""
-
-    id = "a_music_genre"
-    reference_set = "gtzan"
-    fields = ("genre",)
-    default_threshold = 0.69

@@ -304,6 +304,8 @@ class SpeechConstraint(SpeechTask):
     raw substrings (``semantics="published"``).  ``strict``: such a response scores 0
     (``no_audio`` / ``wrong_audio_count``), and keywords, starts and ends match at word boundaries
     (``semantics="word"``).
+
+    Also the family of a_speech_modify, whose ``audio_list`` names the input speech (not scored).
     """
 
     id = "a_speech_constraint"
@@ -340,12 +342,6 @@ class SpeechConstraint(SpeechTask):
         check = check_constraints(transcript, checkers)
         evidence = {**transcript_evidence(transcript), "instructions": check.evidence["instructions"], **note}
         return Check(score=check.score, passed=check.passed, components=check.components, evidence=evidence)
-
-
-class SpeechModify(SpeechConstraint):
-    """As :class:`SpeechConstraint`; ``audio_list`` names the input speech, which is not scored."""
-
-    id = "a_speech_modify"
 
 
 class SpeechTranslate(SpeechTask):

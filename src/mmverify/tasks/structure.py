@@ -11,7 +11,9 @@ from .base import Task, require_field
 from .response import Response
 
 
-class _OrderTask(Task):
+class OrderTask(Task):
+    """Family of i_structure / a_structure (no arguments)."""
+
     binary = True
 
     def __init__(self, strip_leading_text: bool = False) -> None:
@@ -30,11 +32,3 @@ class _OrderTask(Task):
             ((p.type, p.text) for p in response.parts), strip_leading_text=self.strip_leading_text
         )
         return check_order(sequence, allowed)
-
-
-class ImageTextOrder(_OrderTask):
-    id = "i_structure"
-
-
-class AudioTextOrder(_OrderTask):
-    id = "a_structure"
