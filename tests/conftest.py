@@ -118,14 +118,20 @@ def click_track(bpm: float, seconds: float, sample_rate: int = 22050, offset: fl
 
 @pytest.fixture(autouse=True)
 def _environment_restored_after_each_test():
-    """Some APIs under test configure models through the environment (as ``mmverify score`` does for
-    its workers); restore it after every test so no test sees another's settings, and drop the
-    process-wide model hub that was configured from them."""
+    """APIs under test install scoring contexts (as ``mmverify score`` and ``Reward`` do), and tests
+    configure models through the environment; after every test forget the installed context and
+    restore the environment, so no test sees another's settings, and drop the process-wide model
+    hub that was configured from them."""
+    from mmverify.core.settings import installed_context, set_installed_context
+
     saved = dict(os.environ)
     yield
-    if dict(os.environ) != saved:
+    environment_changed = dict(os.environ) != saved
+    if environment_changed:
         os.environ.clear()
         os.environ.update(saved)
+    if environment_changed or installed_context() is not None:
+        set_installed_context(None)
         from mmverify.models import hub
 
         hub._HUB = None

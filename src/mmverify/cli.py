@@ -63,7 +63,7 @@ def tasks_command(
 
     if explain is not None:
         from .core.registry import UnknownIdError
-        from .tasks.parity import explain as explain_task
+        from .tasks.parity_docs import explain as explain_task
 
         try:
             print(explain_task(explain), end="")
@@ -157,15 +157,16 @@ def references_build(
     """Embed every configured reference set once, before scoring (the first ESC-50 build takes
     minutes on a CPU; done here it cannot make the first score rows time out)."""
     from .models.hub import get_hub
-    from .pipelines.context import ScoringContext
+    from .pipelines.context import ScoringContext, install
     from .references.sets import ENV_VAR, SETS, parse_references, reference_set
 
     try:
-        ScoringContext(models=model, references=references).apply()
+        context = ScoringContext(models=model, references=references)
     except ValueError as exc:
         _fail(str(exc))
+    install(context)
     try:
-        configured = parse_references(os.environ.get(ENV_VAR, ""))
+        configured = parse_references(context.settings.get(ENV_VAR, ""))
     except (ValueError, KeyError) as exc:
         _fail(str(exc))
     if not configured:

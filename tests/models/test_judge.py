@@ -447,8 +447,9 @@ def test_unconfigured_judge_is_model_unavailable(clean_env: None):
     assert "no judge configured" in excinfo.value.message and "--vlm-base-url" in excinfo.value.message
 
 
-def test_cli_options_set_the_environment(clean_env: None, tmp_path: Path):
+def test_cli_options_set_the_scoring_context(clean_env: None, tmp_path: Path):
     from mmverify.cli import app
+    from mmverify.pipelines.context import current
 
     manifest = write_manifest(tmp_path / "m.jsonl", [])
     args = [
@@ -460,7 +461,8 @@ def test_cli_options_set_the_environment(clean_env: None, tmp_path: Path):
     ]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert {k: v for k, v in os.environ.items() if k.startswith("MMVERIFY_VLM_")} == {
+    assert not any(k.startswith("MMVERIFY_VLM_") for k in os.environ)  # the context carries them, not the environment
+    assert {k: v for k, v in current().settings.items() if k.startswith("MMVERIFY_VLM_")} == {
         "MMVERIFY_VLM_BASE_URL": "http://127.0.0.1:8000/v1",
         "MMVERIFY_VLM_MODEL": "Qwen/Qwen2.5-VL-7B-Instruct",
         "MMVERIFY_VLM_SPATIAL_MODEL": "gemini-2.5-pro",

@@ -243,16 +243,19 @@ def test_deadline_that_does_not_fire_leaves_no_exception_behind():
         time.sleep(0.01)
 
 
-def test_model_settings_go_through_the_environment(monkeypatch, tmp_path: Path):
+def test_model_settings_go_into_the_installed_scoring_context(monkeypatch, tmp_path: Path):
+    from mmverify.pipelines.context import current
+
     for name in ("MMVERIFY_MODELS", "MMVERIFY_DEVICE", "MMVERIFY_CACHE_DIR", "MMVERIFY_TEST_JUDGE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr("mmverify.models.hub._HUB", None)
-    Reward("i_structure", models=["beat_tracker=librosa-beats"], device="cpu", cache_dir=tmp_path, env={"MMVERIFY_TEST_JUDGE": "x"})
+    reward = Reward("i_structure", models=["beat_tracker=librosa-beats"], device="cpu", cache_dir=tmp_path, env={"MMVERIFY_TEST_JUDGE": "x"})
     import os
 
-    assert os.environ["MMVERIFY_MODELS"] == "beat_tracker=librosa-beats"
-    assert os.environ["MMVERIFY_DEVICE"] == "cpu" and os.environ["MMVERIFY_CACHE_DIR"] == str(tmp_path)
-    assert os.environ["MMVERIFY_TEST_JUDGE"] == "x"
+    settings = current().settings
+    assert current() is reward.context and settings["MMVERIFY_MODELS"] == "beat_tracker=librosa-beats"
+    assert settings["MMVERIFY_DEVICE"] == "cpu" and settings["MMVERIFY_CACHE_DIR"] == str(tmp_path)
+    assert settings["MMVERIFY_TEST_JUDGE"] == "x" and "MMVERIFY_MODELS" not in os.environ
     with pytest.raises(ValueError):
         Reward("i_structure", models="beat_tracker=nope")
 

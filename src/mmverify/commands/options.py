@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 
 import typer
 
-from ..pipelines.context import JudgeOptions, ScoringContext
+from ..pipelines.context import JudgeOptions, ScoringContext, install
 from .common import fail
 
 OFFLINE = typer.Option(False, help="Never touch the network (sets HF_HUB_OFFLINE).", rich_help_panel="Models")
@@ -15,11 +15,11 @@ MODEL = typer.Option(
     help="Backend for a capability: capability=backend[@hub-id-or-path][?batch_size=N&...] (repeatable).",
 )  # fmt: skip
 REFERENCES = typer.Option(
-    [], "--references", help="Reference set folder: esc50|openmic|gtzan=/path (repeatable; sets MMVERIFY_REFERENCES).", rich_help_panel="Models"
+    [], "--references", help="Reference set folder: esc50|openmic|gtzan=/path (repeatable; overrides MMVERIFY_REFERENCES).", rich_help_panel="Models"
 )
 DEVICE = typer.Option(None, help="Model device (cpu, cuda, cuda:1, mps); default: best available.", rich_help_panel="Models")
 PRECISION = typer.Option(
-    None, help="Torch backends' precision: fp32 (default, published parity), bf16 or fp16 (GPU only); sets "
+    None, help="Torch backends' precision: fp32 (default, published parity), bf16 or fp16 (GPU only); overrides "
     "MMVERIFY_PRECISION.", rich_help_panel="Models",
 )  # fmt: skip
 VLM_BASE_URL = typer.Option(
@@ -53,10 +53,15 @@ def apply_context(
     model: Sequence[str], references: Sequence[str], device: Optional[str], precision: Optional[str], offline: bool,
     vlm_base_url: Optional[str], vlm_model: Optional[str], vlm_role: Sequence[str], vlm_concurrency: Optional[int],
     vlm_api_key_env: Optional[str],
-) -> None:
-    """Build the scoring context from the command's options and apply it (one clear line on a bad value)."""
+) -> ScoringContext:
+    """Build the scoring context from the command's options (over the environment's settings) and
+    install it; one clear line on a bad value."""
     judge = judge_options(vlm_base_url, vlm_model, vlm_role, vlm_concurrency, vlm_api_key_env)
     try:
-        ScoringContext(models=model, references=references, device=device, precision=precision, offline=offline, judge=judge).apply()
+        context = ScoringContext(
+            models=model, references=references, device=device, precision=precision, offline=offline, judge=judge
+        )
     except ValueError as exc:
         fail(str(exc))
+    install(context)
+    return context

@@ -83,7 +83,7 @@ def score_command(
     from ..pipelines.thresholds import load_thresholds
     from ..tasks.catalog import CATALOG
 
-    options.apply_context(
+    context = options.apply_context(
         model, references, device, precision, offline, vlm_base_url, vlm_model, vlm_role, vlm_concurrency, vlm_api_key_env
     )
     selected = None
@@ -133,6 +133,7 @@ def score_command(
         append=append,
         overwrite=overwrite,
         limit=limit,
+        context=context,
     )
     if dry_run:
         _print_dry_run(config)

@@ -1,19 +1,75 @@
-"""Run-wide settings read from the environment (and overridable from the CLI)."""
+"""Run-wide settings: the scoring context installed in this process, else the environment.
+
+The ``MMVERIFY_*`` settings that decide what a run computes (models, device, precision, reference
+sets, judges, cache folder) reach every layer through :func:`scoring_settings` and :func:`setting`:
+the settings of the :class:`~mmverify.pipelines.context.ScoringContext` installed in this process
+(``score``, ``serve`` and ``Reward`` install one; worker processes install their parent's), or --
+while none is installed -- this process's environment, read at call time.  Variables that
+third-party libraries read themselves (``HF_HUB_OFFLINE``, ``XDG_CACHE_HOME``) stay in the
+environment.
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping, Protocol
+
+SETTINGS_PREFIX = "MMVERIFY_"
+# a secret read by ``serve``'s own option alone: kept out of contexts, which travel to workers
+_NOT_SETTINGS = frozenset({"MMVERIFY_SERVER_TOKEN"})
+_TRUE = {"1", "true", "yes", "on"}
 
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+class HasSettings(Protocol):
+    @property
+    def settings(self) -> Mapping[str, str]: ...
 
 
-def default_cache_dir() -> Path:
-    if "MMVERIFY_CACHE_DIR" in os.environ:
-        return Path(os.environ["MMVERIFY_CACHE_DIR"]).expanduser()
+_installed: HasSettings | None = None
+
+
+def environment_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ``MMVERIFY_*`` settings ``environ`` (default: this process's environment now) names."""
+    source = os.environ if environ is None else environ
+    return {name: value for name, value in source.items() if name.startswith(SETTINGS_PREFIX) and name not in _NOT_SETTINGS}
+
+
+def installed_context() -> HasSettings | None:
+    """The context installed in this process, or None (settings then come from the environment)."""
+    return _installed
+
+
+def set_installed_context(context: HasSettings | None) -> None:
+    """Low level: :func:`mmverify.pipelines.context.install` also resets what the old settings built."""
+    global _installed
+    _installed = context
+
+
+def scoring_settings() -> Mapping[str, str]:
+    """Every ``MMVERIFY_*`` setting in force in this process."""
+    context = _installed
+    return environment_settings() if context is None else context.settings
+
+
+def setting(name: str, default: str = "") -> str:
+    """One setting in force in this process (``default`` when unset)."""
+    context = _installed
+    if context is None:
+        return os.environ.get(name, default) if name not in _NOT_SETTINGS else default
+    return context.settings.get(name, default)
+
+
+def is_true(value: str | None) -> bool:
+    return (value or "").strip().lower() in _TRUE
+
+
+def default_cache_dir(settings: Mapping[str, str] | None = None) -> Path:
+    """``MMVERIFY_CACHE_DIR`` of ``settings`` (default: those in force), else ``$XDG_CACHE_HOME/mmverify``."""
+    configured = setting("MMVERIFY_CACHE_DIR") if settings is None else settings.get("MMVERIFY_CACHE_DIR", "")
+    if configured:
+        return Path(configured).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "mmverify"
 
@@ -24,7 +80,7 @@ class Settings:
     (also honoured when ``HF_HUB_OFFLINE`` is set)."""
 
     cache_dir: Path = field(default_factory=default_cache_dir)
-    offline: bool = field(default_factory=lambda: _env_flag("MMVERIFY_OFFLINE") or _env_flag("HF_HUB_OFFLINE"))
+    offline: bool = field(default_factory=lambda: is_true(setting("MMVERIFY_OFFLINE")) or is_true(os.environ.get("HF_HUB_OFFLINE")))
 
 
 def private_dir(path: Path) -> Path:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from ..core.errors import ErrorCode, ScoringError
+from ..core.settings import setting
 
 _SMALL_FILE = 16 * 1024 * 1024
 _EDGE = 1024 * 1024
@@ -51,8 +51,8 @@ def is_local(source: str) -> bool:
 
 
 def pick_device(preferred: str | None = None) -> str:
-    """``cuda`` > ``mps`` > ``cpu`` unless ``preferred`` (or MMVERIFY_DEVICE) names one."""
-    preferred = preferred or os.environ.get("MMVERIFY_DEVICE") or None
+    """``cuda`` > ``mps`` > ``cpu`` unless ``preferred`` (or the MMVERIFY_DEVICE setting) names one."""
+    preferred = preferred or setting("MMVERIFY_DEVICE") or None
     import torch
 
     if preferred:
@@ -124,7 +124,7 @@ class Backend(ABC):
     def __init__(self, source: str | None = None, device: str | None = None, batch_size: int = 8) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
-        self.source = source or os.environ.get(f"MMVERIFY_{self.name.upper().replace('-', '_')}_SOURCE") or self.default_source
+        self.source = source or setting(f"MMVERIFY_{self.name.upper().replace('-', '_')}_SOURCE") or self.default_source
         self.requested_device = device
         self.batch_size = batch_size
         self._lock = threading.Lock()

@@ -1,8 +1,9 @@
 """Which backend serves each capability in this process.
 
 Configured with specs ``capability=backend`` or ``capability=backend@source`` (a hub id or a local
-path), from ``--model`` options or the ``MMVERIFY_MODELS`` environment variable (comma-separated;
-worker processes inherit it).  Backends are created on first use and shared by all tasks.
+path), from ``--model`` options or the ``MMVERIFY_MODELS`` setting (comma-separated) of the scoring
+context in force (:mod:`mmverify.pipelines.context`; worker processes receive their parent's).
+Backends are created on first use and shared by all tasks.
 
 A spec may end in constructor options, ``?name=value`` joined by ``&``:
 ``audio_text=clap-hf@/models/clap?precision=bf16&batch_size=64`` or ``audio_text=clap-hf?features=numpy``.
@@ -14,13 +15,12 @@ set for every backend that has it, with ``MMVERIFY_PRECISION``; a spec's own opt
 from __future__ import annotations
 
 import inspect
-import os
 import threading
 import typing
 from typing import Any, Mapping
 
 from ..core.registry import UnknownIdError
-from ..core.settings import Settings
+from ..core.settings import HasSettings, default_cache_dir, scoring_settings
 from .base import Backend, ModelUnavailable
 from .cache import OutputCache
 from .catalog import BACKEND_INFO, BACKEND_REGISTRY, CAPABILITIES
@@ -157,15 +157,26 @@ class ModelHub:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_env(cls) -> "ModelHub":
+    def from_settings(cls, settings: Mapping[str, str]) -> "ModelHub":
         """Backends from MMVERIFY_MODELS; outputs cached in ``<cache dir>/outputs.sqlite``
         unless MMVERIFY_NO_OUTPUT_CACHE is set."""
-        cache = None if os.environ.get("MMVERIFY_NO_OUTPUT_CACHE") else OutputCache(Settings().cache_dir / "outputs.sqlite")
-        specs = os.environ.get(ENV_VAR, "")
+        no_cache = settings.get("MMVERIFY_NO_OUTPUT_CACHE")
+        cache = None if no_cache else OutputCache(default_cache_dir(settings) / "outputs.sqlite")
+        specs = settings.get(ENV_VAR, "")
         return cls(
-            parse_specs(specs), device=os.environ.get("MMVERIFY_DEVICE") or None, cache=cache,
-            options=parse_spec_options(specs), precision=os.environ.get(PRECISION_ENV_VAR) or None,
+            parse_specs(specs), device=settings.get("MMVERIFY_DEVICE") or None, cache=cache,
+            options=parse_spec_options(specs), precision=settings.get(PRECISION_ENV_VAR) or None,
         )  # fmt: skip
+
+    @classmethod
+    def from_context(cls, context: HasSettings | None = None) -> "ModelHub":
+        """The hub ``context`` configures (default: the scoring context in force)."""
+        return cls.from_settings(scoring_settings() if context is None else context.settings)
+
+    @classmethod
+    def from_env(cls) -> "ModelHub":
+        """:meth:`from_context` of the context in force (the environment's while none is installed)."""
+        return cls.from_context()
 
     def _create(self, name: str, source: str | None, **options: Any) -> Backend:
         cls = BACKEND_REGISTRY.get(name)
@@ -204,8 +215,8 @@ class ModelHub:
         "spatial", "spatial_relative", "spatial_absolute", "ocr", "ocr_second", "llm"; an unconfigured
         role falls back to its parent -- spatial_relative/spatial_absolute to spatial -- then "default").
 
-        Read from the MMVERIFY_VLM_* environment on every call (``score --vlm-*`` sets it), so a
-        changed configuration takes effect; equal configurations share one judge instance.
+        Read from the MMVERIFY_VLM_* settings in force on every call (``score --vlm-*`` sets them),
+        so a changed configuration takes effect; equal configurations share one judge instance.
         """
         from .judge import NOT_CONFIGURED, build_judge, config_from_env
 
@@ -245,8 +256,9 @@ _HUB: ModelHub | None = None
 
 
 def get_hub() -> ModelHub:
-    """The process-wide hub (configured from the environment on first use)."""
+    """The process-wide hub, configured on first use by the scoring context in force (installing
+    another context drops it)."""
     global _HUB
     if _HUB is None:
-        _HUB = ModelHub.from_env()
+        _HUB = ModelHub.from_context()
     return _HUB

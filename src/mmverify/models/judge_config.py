@@ -3,8 +3,9 @@
 Which judge answers which question is chosen by *role*: ``default``, ``spatial`` (with
 ``spatial_relative`` and ``spatial_absolute`` under it), ``ocr``, ``ocr_second`` (the second reader
 of Chinese text) and ``llm`` (text-only questions).  Each role falls back to its parent, and
-ultimately to ``default``, for whatever it does not configure.  Configuration lives in environment
-variables so that worker processes inherit it (``mmverify score --vlm-*`` sets them):
+ultimately to ``default``, for whatever it does not configure.  Configuration is read from these
+settings of the scoring context in force (:mod:`mmverify.pipelines.context`): set as environment
+variables, or by ``mmverify score --vlm-*`` into the context, which worker processes receive:
 
 ==================================  ===========================================================
 ``MMVERIFY_VLM_BASE_URL``           endpoint, e.g. ``http://127.0.0.1:8000/v1``
@@ -28,13 +29,12 @@ naming, so none of them can import it back."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, MutableMapping, Sequence
 
 from ..core.registry import UnknownIdError
-from ..core.settings import Settings
+from ..core.settings import default_cache_dir, is_true, scoring_settings, setting
 from .judge_usage import judge_identity
 
 ROLES: tuple[str, ...] = ("default", "spatial", "spatial_relative", "spatial_absolute", "ocr", "ocr_second", "llm")
@@ -52,10 +52,11 @@ NOT_CONFIGURED = (
 )
 
 
-def offline_from_env() -> bool:
+def offline_from_env(environ: Mapping[str, str] | None = None) -> bool:
+    """``MMVERIFY_OFFLINE`` of ``environ`` (default: the settings in force)."""
     # only --offline / MMVERIFY_OFFLINE: HF_HUB_OFFLINE guards hub downloads, while a judge endpoint
     # is something the user named explicitly
-    return os.environ.get("MMVERIFY_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+    return is_true(setting("MMVERIFY_OFFLINE") if environ is None else environ.get("MMVERIFY_OFFLINE"))
 
 
 def _env_number(environ: Mapping[str, str], name: str, default: float, cast: Callable[[str], Any]) -> Any:
@@ -107,9 +108,10 @@ def env_name(role: str, suffix: str) -> str:
 
 
 def config_from_env(role: str = "default", environ: Mapping[str, str] | None = None) -> JudgeConfig | None:
-    """The judge for ``role``, or None if unconfigured.  Each setting comes from the nearest role in
-    :func:`role_chain` that sets it (``spatial_relative`` -> ``spatial`` -> ``default``)."""
-    env = os.environ if environ is None else environ
+    """The judge for ``role`` in ``environ`` (default: the settings in force), or None if
+    unconfigured.  Each setting comes from the nearest role in :func:`role_chain` that sets it
+    (``spatial_relative`` -> ``spatial`` -> ``default``)."""
+    env = scoring_settings() if environ is None else environ
     chain = role_chain(role)
 
     def pick(suffix: str) -> str | None:
@@ -126,7 +128,7 @@ def config_from_env(role: str = "default", environ: Mapping[str, str] | None = N
     if cache_setting.lower() in {"off", "none", "0", "false"}:
         cache = None
     else:
-        cache = str(Path(cache_setting).expanduser()) if cache_setting else str(Settings().cache_dir / "judge.sqlite")
+        cache = str(Path(cache_setting).expanduser()) if cache_setting else str(default_cache_dir(env) / "judge.sqlite")
     return JudgeConfig(
         model=model,
         base_url=None if model.startswith(LOCAL_PREFIX) else base_url,
@@ -136,7 +138,7 @@ def config_from_env(role: str = "default", environ: Mapping[str, str] | None = N
         max_retries=_env_number(env, "MAX_RETRIES", 4, int),
         backoff=_env_number(env, "BACKOFF", 1.0, float),
         cache=cache,
-        offline=offline_from_env(),
+        offline=offline_from_env(env),
     )
 
 
@@ -160,10 +162,11 @@ def apply_cli_options(
     roles: Sequence[str] = (),
     concurrency: int | None = None,
     api_key_env: str | None = None,
-    environ: MutableMapping[str, str] | None = None,
+    environ: MutableMapping[str, str],
 ) -> None:
-    """Validate ``score``'s judge options and store them in the environment (workers inherit it)."""
-    env = os.environ if environ is None else environ
+    """Validate ``score``'s judge options and store them as settings in ``environ`` (a scoring
+    context's variables)."""
+    env = environ
     if concurrency is not None and concurrency < 1:
         raise ValueError("--vlm-concurrency must be >= 1")
     parsed = [parse_role_spec(spec) for spec in roles]  # validate everything before changing anything

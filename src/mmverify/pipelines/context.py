@@ -1,12 +1,22 @@
 """The scoring context: every setting besides the items that decides what a run computes.
 
-``mmverify score``, ``mmverify serve`` and :class:`~mmverify.pipelines.reward.Reward` each build one
-:class:`ScoringContext` from their options and :meth:`~ScoringContext.apply` it; nothing else writes
-model, reference, device, precision or judge settings.  Applying stores them in this process's
-environment, which is how worker processes (``--workers N``, Ray actors) receive them, and rebuilds
-the process-wide model hub when anything changed.  The same settings are part of every model task's
-result key (:func:`mmverify.pipelines.plan.model_configuration` and the judge identities), so a
-run with another checkpoint, device, precision or judge rescores instead of reusing rows.
+``mmverify score``, ``mmverify serve``, ``mmverify references build`` and
+:class:`~mmverify.pipelines.reward.Reward` each build one :class:`ScoringContext` from their options
+and :func:`install` it; nothing else writes model, reference, device, precision, cache or judge
+settings.  A context resolves, once, into :attr:`ScoringContext.settings`: the ``MMVERIFY_*``
+variables it decides, its options over those the environment held when it was built (never over
+another context's, so a context means the same whatever was installed before).  Every reader (the
+model hub, reference sets, judge configuration, result keys) reads the installed context's settings
+through :func:`mmverify.core.settings.scoring_settings`; while none is installed they come from the
+environment at call time, so ``MMVERIFY_*`` variables alone still configure library use.
+
+Worker processes (``--workers N``, Ray actors) receive the context explicitly: the executors run
+:func:`install_context` with it in every worker before its first item.  The environment is no
+transport: installing sets only the variables that third-party libraries read themselves
+(``HF_HUB_OFFLINE`` for offline runs, and any non-``MMVERIFY_`` names in ``env``).  The settings are
+part of every model task's result key (:func:`mmverify.pipelines.plan.model_configuration` and the
+judge identities), so a run with another checkpoint, device, precision or judge rescores instead of
+reusing rows.
 """
 
 from __future__ import annotations
@@ -14,10 +24,15 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Mapping, MutableMapping, Sequence
+from types import MappingProxyType
+from typing import Mapping, Sequence
 
 from ..core.registry import UnknownIdError
+from ..core.settings import (
+    SETTINGS_PREFIX, environment_settings, installed_context, scoring_settings, set_installed_context,
+)  # fmt: skip
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 
@@ -45,7 +60,9 @@ class ScoringContext:
     """``models``: ``capability=backend[@source][?options]`` specs; ``references``: ``name=folder``
     reference sets; ``device``/``precision``: for torch backends; ``offline``: never touch the
     network; ``cache_dir``: embeddings, transcripts and judge replies; ``judge``: see
-    :class:`JudgeOptions`; ``env``: further variables to set (e.g. ``MMVERIFY_WAVLM_SV_SOURCE``).
+    :class:`JudgeOptions`; ``env``: further variables (``MMVERIFY_*`` ones are settings, e.g.
+    ``MMVERIFY_WAVLM_SV_SOURCE``; others go to the process environment for the libraries reading
+    them).  ``base``: the settings the options override (default: the environment's when built).
     Invalid values raise ``ValueError`` naming the option, before anything is changed."""
 
     models: str | Sequence[str] | None = None
@@ -56,12 +73,22 @@ class ScoringContext:
     cache_dir: str | Path | None = None
     judge: JudgeOptions = field(default_factory=JudgeOptions)
     env: Mapping[str, str] | None = None
+    base: Mapping[str, str] = field(default_factory=environment_settings, repr=False)
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> "ScoringContext":
+        """The context ``environ`` alone describes (default: this process's environment now)."""
+        return cls(base=environment_settings(environ))
 
     def __post_init__(self) -> None:
         from ..models.hub import parse_specs
         from ..models.judge_config import apply_cli_options
         from ..references.sets import parse_references
 
+        # plain dicts, so the context pickles into worker processes whatever mapping it was given
+        object.__setattr__(self, "base", dict(self.base))
+        if self.env is not None:
+            object.__setattr__(self, "env", dict(self.env))
         if self.precision and self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         for name, parse, text in (("models", parse_specs, self.models), ("references", parse_references, self.references)):
@@ -78,8 +105,8 @@ class ScoringContext:
         except (KeyError, UnknownIdError) as exc:
             raise ValueError(str(exc)) from None
 
-    def environment(self) -> dict[str, str]:
-        """The variables that carry this context (into worker processes too)."""
+    def _option_variables(self) -> dict[str, str]:
+        """The variables the options name, settings and third-party ones alike."""
         from ..models.hub import ENV_VAR as MODELS_VAR, PRECISION_ENV_VAR
         from ..models.judge_config import apply_cli_options
         from ..references.sets import ENV_VAR as REFERENCES_VAR
@@ -104,20 +131,67 @@ class ScoringContext:
         )  # fmt: skip
         return variables
 
-    def apply(self, environ: MutableMapping[str, str] | None = None) -> bool:
-        """Set :meth:`environment` (only what it names; other settings stay as they are) and, when
-        anything changed, make the next model use rebuild the process-wide hub.  True if changed."""
-        target = os.environ if environ is None else environ
-        changed = False
-        for name, value in self.environment().items():
-            if target.get(name) != value:
-                target[name] = value
-                changed = True
-        if changed and environ is None:
-            hub_module = sys.modules.get("mmverify.models.hub")
-            if hub_module is not None:
-                hub_module._HUB = None  # type: ignore[attr-defined]
-            sets_module = sys.modules.get("mmverify.references.sets")
-            if sets_module is not None:
-                sets_module.clear_memo()  # type: ignore[attr-defined]
-        return changed
+    @cached_property
+    def _resolved(self) -> dict[str, str]:  # computed once; a plain dict, so the context pickles
+        chosen = {name: value for name, value in self._option_variables().items() if name.startswith(SETTINGS_PREFIX)}
+        return dict(sorted({**self.base, **chosen}.items()))
+
+    @property
+    def settings(self) -> Mapping[str, str]:
+        """The ``MMVERIFY_*`` settings of this context (read-only): what every reader sees once it
+        is installed."""
+        return MappingProxyType(self._resolved)
+
+    def process_environment(self) -> dict[str, str]:
+        """The variables installing sets in the process environment: those third-party libraries
+        read themselves (``HF_HUB_OFFLINE``, and ``env``'s names outside ``MMVERIFY_``)."""
+        return {name: value for name, value in self._option_variables().items() if not name.startswith(SETTINGS_PREFIX)}
+
+    def apply(self) -> bool:
+        """:func:`install` this context; True if anything changed."""
+        return install(self)
+
+
+def _forget_built_state() -> None:
+    """Make the next model use rebuild the hub and re-read reference sets under the new settings."""
+    hub_module = sys.modules.get("mmverify.models.hub")
+    if hub_module is not None:
+        hub_module._HUB = None  # type: ignore[attr-defined]
+    sets_module = sys.modules.get("mmverify.references.sets")
+    if sets_module is not None:
+        sets_module.clear_memo()  # type: ignore[attr-defined]
+
+
+def install(context: ScoringContext) -> bool:
+    """Make ``context`` this process's scoring context and set its
+    :meth:`~ScoringContext.process_environment`; when its settings differ from those in force, the
+    hub and reference sets are rebuilt on next use.  True if anything changed."""
+    settings_changed = dict(context.settings) != dict(scoring_settings())
+    set_installed_context(context)
+    if settings_changed:
+        _forget_built_state()
+    changed = settings_changed
+    for name, value in context.process_environment().items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+            changed = True
+    return changed
+
+
+def install_context(context: ScoringContext) -> None:
+    """The executors' worker initializer: run once in every worker process before its first item."""
+    install(context)
+
+
+def current() -> ScoringContext:
+    """The installed context, or -- while none is -- the one the environment describes now."""
+    installed = installed_context()
+    if isinstance(installed, ScoringContext):
+        return installed
+    return ScoringContext.from_environment()
+
+
+def reset() -> None:
+    """Forget the installed context: settings come from the environment again (tests, notebooks)."""
+    set_installed_context(None)
+    _forget_built_state()

@@ -6,7 +6,6 @@ path outside the data root) is decided here, in manifest order, so the worker on
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -15,6 +14,7 @@ from ..core.errors import ErrorCode, ScoringError
 from ..core.hashing import FileDigests, digest_of, sha256_bytes
 from ..core.media import DEFAULT_LIMITS, MediaLimits
 from ..core.registry import UnknownIdError
+from ..core.settings import scoring_settings
 from ..core.types import Generation, Instance
 from ..data.instructions import InstructionSet
 from ..data.manifest import ManifestError, PathPolicyError, is_regular_file, parse_line, resolve_media_path
@@ -33,10 +33,10 @@ _MODEL_SETTINGS = ("MMVERIFY_MODELS", "MMVERIFY_REFERENCES", "MMVERIFY_DEVICE", 
 
 def model_configuration(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Every setting that chooses what a model computes: the backends per capability, reference
-    sets, device, and each backend's checkpoint (``MMVERIFY_<BACKEND>_SOURCE``).  Part of the key of
-    model-based tasks, so pointing a capability at another checkpoint rescores instead of reusing
-    old rows."""
-    env = os.environ if environ is None else environ
+    sets, device, and each backend's checkpoint (``MMVERIFY_<BACKEND>_SOURCE``), from ``environ``
+    (default: the settings of the scoring context in force).  Part of the key of model-based tasks,
+    so pointing a capability at another checkpoint rescores instead of reusing old rows."""
+    env = scoring_settings() if environ is None else environ
     chosen = {name: env.get(name, "") for name in _MODEL_SETTINGS}
     chosen.update({name: value for name, value in env.items() if name.startswith("MMVERIFY_") and name.endswith("_SOURCE")})
     return dict(sorted(chosen.items()))

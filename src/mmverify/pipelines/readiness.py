@@ -7,7 +7,6 @@ prints this per task; ``score --dry-run`` prints it for the tasks a manifest use
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
@@ -43,9 +42,10 @@ class TaskReadiness:
 def capability_requirement(capability: str) -> Requirement:
     """Whether the configured backend of ``capability`` is usable, naming usable alternatives if not."""
     from ..models.catalog import BACKEND_REGISTRY, BACKENDS
+    from ..core.settings import setting
     from ..models.hub import ENV_VAR, parse_specs, usable_alternatives
 
-    overrides = parse_specs(os.environ.get(ENV_VAR, ""))
+    overrides = parse_specs(setting(ENV_VAR))
     name, source = overrides.get(capability, (next(b.name for b in BACKENDS if b.capability == capability and b.default_for), None))
     state = BACKEND_REGISTRY.get(name)(source=source).availability()
     if state.ok:
@@ -110,8 +110,11 @@ def dry_run(config: "ScoreConfig") -> DryRun:
     """Plan every manifest line (parsing, instances, media paths, keys) and check what the planned
     tasks need; no model, judge or media decoder is called."""
     from ..data.manifest import iter_manifest_lines
+    from .context import install
     from .score import build_planner
 
+    if config.context is not None:  # the keys and the readiness checks read it
+        install(config.context)
     planner = build_planner(config)
     report = DryRun()
     for line, text in iter_manifest_lines(config.manifest):

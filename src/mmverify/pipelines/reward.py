@@ -35,7 +35,7 @@ from ..data.instructions import InstructionSet
 from ..tasks.catalog import task_info
 from .deadlines import deadline
 from .batch import DEFAULT_IN_FLIGHT, score_together
-from .context import JudgeOptions, ScoringContext
+from .context import JudgeOptions, ScoringContext, install
 from .execute import (
     DEFAULT_WARMUP_TIMEOUT, ItemTimeout, error_row as item_error_row, fits, is_warm, score_item, timeout_row, warm_up, warmup_timeout_row,
 )
@@ -144,7 +144,8 @@ class Reward:
     outside it; ``allow_paths=False`` refuses every path (inline media only).  ``timeout``: per-item
     seconds.  ``on_error``: "none" (default), "nan", "zero" or "raise".  ``models``, ``device``,
     ``offline``, ``cache_dir``, ``env``, ``precision``, ``references``, ``judge``: the scoring context
-    (see :class:`~mmverify.pipelines.context.ScoringContext`), applied when the reward is built.
+    (see :class:`~mmverify.pipelines.context.ScoringContext`; over the environment's settings),
+    installed in this process when the reward is built (:attr:`context`).
     ``profile``: "mmmg" (the published evaluator's rules) or "strict" (this project's corrections).
     ``in_flight``: how many items of a batch are scored at once, their model forwards merged into
     shared batches (rows are the same bytes as scored one by one; see :mod:`.batch`).
@@ -172,6 +173,7 @@ class Reward:
     in_flight: int = DEFAULT_IN_FLIGHT  # items of a batch scored together, their model calls batched (1: one by one)
     tasks: frozenset[str] | None = field(init=False)  # the tasks this reward scores (None: any)
     fixed_task: str | None = field(init=False)  # the task of items that name none
+    context: ScoringContext = field(init=False, repr=False)  # the scoring context installed for this reward
     _planner: Planner = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -200,10 +202,11 @@ class Reward:
         instructions = self.instructions
         if instructions is not None and not isinstance(instructions, InstructionSet):
             instructions = InstructionSet(instructions)
-        ScoringContext(
+        self.context = ScoringContext(
             models=self.models, references=self.references, device=self.device, precision=self.precision,
             offline=bool(self.offline), cache_dir=self.cache_dir, judge=self.judge or JudgeOptions(), env=self.env,
-        ).apply()  # fmt: skip
+        )  # fmt: skip
+        install(self.context)
         root = self.media_root if self.media_root is not None else (self.data_root if self.data_root is not None else ".")
         self._planner = Planner(
             manifest_dir=Path(root),

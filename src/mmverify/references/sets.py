@@ -4,8 +4,8 @@ Users point mmverify at their own copies (the sets cannot be redistributed)::
 
     MMVERIFY_REFERENCES="esc50=/data/ESC-50,openmic=/data/openmic-2018,gtzan=/data/GTZAN"
 
-``mmverify score --references esc50=/data/ESC-50`` sets the same variable, so worker processes
-inherit it.  An index is built on first use into ``<cache dir>/references`` with the configured CLAP
+``mmverify score --references esc50=/data/ESC-50`` sets the same setting in its scoring context,
+which worker processes receive (:mod:`mmverify.pipelines.context`).  An index is built on first use into ``<cache dir>/references`` with the configured CLAP
 backend, kept in memory for the rest of the process (keyed by layout, root, backend fingerprint and
 front end: padding rule and the rate files are decoded at) and reused by later runs from disk,
 where it is rebuilt only for files that changed.
@@ -18,7 +18,6 @@ set does not have raises ``invalid_instance`` with the closest names.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from typing import Callable
 from ..core.errors import ErrorCode, ScoringError
 from ..core.media import MediaError
 from ..core.registry import UnknownIdError
-from ..core.settings import Settings
+from ..core.settings import Settings, setting
 from .index import PUBLISHED_LOAD_RATE, ReferenceEmbedder, ReferenceIndex, preprocessing_of
 from .layouts import scan
 
@@ -83,7 +82,7 @@ def _how_to_configure(name: str) -> str:
 def configured_root(name: str) -> Path:
     """The folder configured for set ``name``; ``model_unavailable`` when there is none."""
     try:
-        roots = parse_references(os.environ.get(ENV_VAR, ""))
+        roots = parse_references(setting(ENV_VAR))
     except (ValueError, KeyError) as exc:
         raise ScoringError(ErrorCode.MODEL_UNAVAILABLE, f"{ENV_VAR}: {exc}") from None
     if name not in roots:
