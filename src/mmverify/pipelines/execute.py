@@ -5,7 +5,8 @@
 * ``ProcessExecutor`` (``--workers N``, :mod:`.pool`) and ``RayExecutor`` (``--executor ray``,
   :mod:`.ray_executor`) keep N workers; an item over its time limit has its worker killed and
   replaced, so even a hang inside native code cannot stall the run, and a worker that dies
-  (segfault, out of memory) costs one ``worker_crashed`` row, not the run.
+  (segfault, out of memory) costs one ``worker_crashed`` row, not the run.  Workers score batches
+  of model items together (see :mod:`.pool`).
 
 All emit rows in plan order whatever the completion order, so results are identical for any N.
 

@@ -1,54 +1,53 @@
 """An ordered pool of killable workers: the loop shared by the process and Ray executors.
 
-Items go to idle workers; finished rows wait in a reorder buffer and leave in plan order.  A worker
-whose item passes its deadline is killed and replaced (``timeout`` row); one that dies mid-item is
-replaced too (``worker_crashed`` row).  Intake pauses while ``max_pending`` rows wait for an
-earlier, slower item, which bounds memory.
+Items go to idle workers in batches: up to ``in_flight`` consecutive items whose tasks call models
+go to one worker together, which scores them with their model calls batched (see
+:mod:`.pool_worker`); any other item goes alone.  Finished rows wait in a reorder buffer and leave
+in plan order.  Intake pauses while ``max_pending`` rows wait for an earlier, slower item, which
+bounds memory.
 
-Two clocks: an item handed to a worker that has not used its task yet runs first under the warm-up
-budget (worker start-up, task import and build, the first use's lazy imports and model loading;
-``warmup_timeout`` row when it runs out).  The item's own clock starts only when the worker reports
-that the item itself started (see :mod:`.execute`).
+Failures cost only the item that caused them:
+
+* a lone item past its deadline has its worker killed and replaced (``timeout`` row); one whose
+  worker dies gets a ``worker_crashed`` row;
+* items of a batch each have their own deadline inside the worker.  When the worker still has to be
+  killed (a batch past twice the item limit: a hang inside native code) or dies, the rows it
+  already sent are kept and its unfinished items are scored again one by one, so that the item at
+  fault gets its ``timeout`` or ``worker_crashed`` row and its neighbours are scored as usual.
+
+Two clocks: a batch handed to a worker that has not used one of its tasks yet first runs that
+task's first item under the warm-up budget (worker start-up, task import and build, the first use's
+lazy imports and model loading; ``warmup_timeout`` row when it runs out).  The items' own clocks
+start only when the worker reports that every task is warm (see :mod:`.execute`).
 """
 
 from __future__ import annotations
 
 import multiprocessing
-import signal
 import time
-from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from ..core.errors import ErrorCode
-from ..models.cache import cache_problems, record_cache_problem, set_cache_problem_logging
-from ..models.judge_usage import UsageForwarder, merge_usage
-from .execute import (
-    DEFAULT_WARMUP_TIMEOUT,
-    Planned,
-    error_row,
-    fits,
-    is_warm,
-    score_item,
-    timeout_row,
-    warm_up,
-    warmup_timeout_row,
-)
+from .batch import uses_models
+from .execute import DEFAULT_WARMUP_TIMEOUT, Planned, error_row, timeout_row, warmup_timeout_row
 from .plan import WorkItem
+from .pool_worker import Batch, Event, Initializer, process_main, receive_report
 
-Initializer = Callable[..., None]
-# what a worker reports: ("started",) when the item's own clock starts, then ("done", row, reports),
-# where reports are what :class:`ProblemForwarder` collected (cache problems, judge usage)
-Event = tuple[Any, ...]
-USAGE_REPORT = "judge_usage"  # the key of a report carrying judge usage; other reports are cache problems
+Row = dict[str, Any]
 
 
 @dataclass
 class Job:
-    seq: int
-    item: WorkItem
+    """A batch on a worker: the items still waiting for their rows."""
+
+    items: dict[int, WorkItem]  # plan position -> item
     deadline: float  # monotonic seconds
-    started: bool  # False while the worker warms up; True once the item's own clock runs
+    started: bool = False  # False while the worker starts or warms up; True once the items' clocks run
+    together: bool = False  # several items scored together (their failures are retried one by one)
+    warming: int | None = None  # the item whose task the worker is warming up, once it said
 
 
 class WorkerDied(Exception):
@@ -58,9 +57,9 @@ class WorkerDied(Exception):
 class PoolWorker(Protocol):
     job: Job | None
 
-    def submit(self, seq: int, item: WorkItem) -> bool: ...  # True: the item started at once
+    def submit(self, batch: Batch) -> list[Event]: ...  # events known at once (e.g. "started")
 
-    def receive(self) -> Event: ...  # raises WorkerDied
+    def receive(self) -> list[Event]: ...  # raises WorkerDied
 
     def kill(self) -> None: ...
 
@@ -72,6 +71,56 @@ def _deadline(limit: float | None) -> float:
 
 
 @dataclass
+class _Intake:
+    """Plan entries cut into batches: rows already made go straight to ``done``; consecutive model
+    items form a batch of up to ``in_flight``; other items go alone."""
+
+    source: Iterator[Planned]
+    in_flight: int
+    max_pending: int
+    done: dict[int, Row]
+    next_seq: int = 0
+    exhausted: bool = False
+    held: deque[tuple[int, WorkItem]] = field(default_factory=deque)  # taken from the source, not yet sent
+
+    def _next_item(self) -> tuple[int, WorkItem] | None:
+        if self.held:
+            return self.held.popleft()
+        while not self.exhausted:
+            entry = next(self.source, None)
+            if entry is None:
+                self.exhausted = True
+                break
+            seq, self.next_seq = self.next_seq, self.next_seq + 1
+            if isinstance(entry, dict):
+                self.done[seq] = entry
+                continue
+            return seq, entry
+        return None
+
+    def batch(self) -> Batch:
+        """The next batch; empty when the plan has no more items."""
+        first = self._next_item()
+        if first is None:
+            return []
+        batch = [first]
+        if self.in_flight > 1 and uses_models(first[1]):
+            while len(batch) < self.in_flight and len(self.done) < self.max_pending:
+                following = self._next_item()
+                if following is None:
+                    break
+                if not uses_models(following[1]):
+                    self.held.append(following)
+                    break
+                batch.append(following)
+        return batch
+
+    @property
+    def finished(self) -> bool:
+        return self.exhausted and not self.held
+
+
+@dataclass
 class OrderedPool:
     make_worker: Callable[[], PoolWorker]
     wait_ready: Callable[[list[PoolWorker], float | None], list[PoolWorker]]
@@ -79,127 +128,104 @@ class OrderedPool:
     timeout: float | None = None
     max_pending: int = 256
     warmup_timeout: float | None = DEFAULT_WARMUP_TIMEOUT
+    in_flight: int = 1
 
-    def run(self, planned: Iterable[Planned]) -> Iterator[dict[str, Any]]:
+    def run(self, planned: Iterable[Planned]) -> Iterator[Row]:
         pool = [self.make_worker() for _ in range(self.workers)]
-        source = iter(planned)
-        done: dict[int, dict[str, Any]] = {}
-        next_out = next_in = 0
-        exhausted = False
+        done: dict[int, Row] = {}
+        intake = _Intake(iter(planned), self.in_flight, self.max_pending, done)
+        retry: deque[tuple[int, WorkItem]] = deque()  # items of failed batches, to score one by one
+        next_out = 0
         try:
             while True:
-                # intake: immediate rows go straight to the reorder buffer, items to idle workers
-                while not exhausted and len(done) < self.max_pending and any(w.job is None for w in pool):
-                    entry = next(source, None)
-                    if entry is None:
-                        exhausted = True
-                        break
-                    seq, next_in = next_in, next_in + 1
-                    if isinstance(entry, dict):
-                        done[seq] = entry
+                for worker in pool:
+                    if worker.job is not None:
                         continue
-                    worker = next(w for w in pool if w.job is None)
-                    started = worker.submit(seq, entry)
-                    worker.job = Job(seq, entry, _deadline(self.timeout if started else self.warmup_timeout), started)
+                    if retry:  # earlier items: they go out whatever is pending
+                        self._submit(worker, [retry.popleft()], done)
+                    elif (len(done) < self.max_pending or intake.held) and not intake.finished:
+                        batch = intake.batch()
+                        if batch:
+                            self._submit(worker, batch, done)
                 while next_out in done:
                     yield done.pop(next_out)
                     next_out += 1
                 busy = [w for w in pool if w.job is not None]
                 if not busy:
-                    if exhausted:
+                    if intake.finished and not retry:
                         break
                     continue
                 nearest = min(w.job.deadline for w in busy)  # type: ignore[union-attr]
                 wait_for = None if nearest == float("inf") else max(0.0, nearest - time.monotonic())
                 ready = self.wait_ready(busy, wait_for)
                 for index, worker in enumerate(pool):
-                    if worker.job is None:
-                        continue
-                    row, replace = self._step(worker, worker in ready)
-                    if row is not None:
-                        done[worker.job.seq] = row
-                        worker.job = None
-                    if replace:
+                    if worker.job is not None and self._step(worker, worker in ready, done, retry):
                         worker.kill()
                         pool[index] = self.make_worker()
         finally:
             for worker in pool:
                 worker.stop()
 
-    def _step(self, worker: PoolWorker, ready: bool) -> tuple[dict[str, Any] | None, bool]:
-        """Advance one busy worker: its finished row (or None) and whether to replace it."""
+    def _submit(self, worker: PoolWorker, batch: Batch, done: dict[int, Row]) -> None:
+        worker.job = Job(dict(batch), _deadline(self.warmup_timeout), together=len(batch) > 1)
+        self._apply(worker, worker.submit(batch), done)
+
+    def _apply(self, worker: PoolWorker, events: list[Event], done: dict[int, Row]) -> None:
+        job = worker.job
+        assert job is not None
+        for event in events:
+            if event[0] == "warming":
+                job.started, job.warming, job.deadline = False, event[1], _deadline(self.warmup_timeout)
+            elif event[0] == "started":
+                # a batch's items each have their deadline inside the worker; the kill is the backstop
+                limit = self.timeout * 2 if job.together and self.timeout else self.timeout
+                job.started, job.deadline = True, _deadline(limit)
+            else:
+                _rows, finished, reports = event
+                for report in reports:
+                    receive_report(report)
+                for seq, row in finished:
+                    done[seq] = row
+                    del job.items[seq]
+        if not job.items:
+            worker.job = None
+
+    def _step(self, worker: PoolWorker, ready: bool, done: dict[int, Row], retry: deque[tuple[int, WorkItem]]) -> bool:
+        """Advance one busy worker; True when it must be replaced."""
         job = worker.job
         assert job is not None
         if ready:
             try:
-                event = worker.receive()
+                events = worker.receive()
             except WorkerDied:
-                return error_row(job.item, ErrorCode.WORKER_CRASHED, "the worker died while scoring this item"), True
-            if event[0] == "started":
-                job.started, job.deadline = True, _deadline(self.timeout)
-                return None, False
-            _done, row, reports = event
-            for report in reports:
-                receive_report(report)
-            return row, False
+                self._fail(job, done, retry, ErrorCode.WORKER_CRASHED, "the worker died while scoring this item")
+                return True
+            self._apply(worker, events, done)
+            return False
         if time.monotonic() < job.deadline:
-            return None, False
-        if job.started:
-            return timeout_row(job.item, self.timeout), True
-        return warmup_timeout_row(job.item, self.warmup_timeout), True
+            return False
+        if not job.started:  # the warm-up ran out: its item is charged, the others start again elsewhere
+            warming = job.warming if job.warming in job.items else min(job.items)
+            done[warming] = warmup_timeout_row(job.items.pop(warming), self.warmup_timeout)
+            _requeue(retry, job.items)
+        else:
+            self._fail(job, done, retry, ErrorCode.TIMEOUT, "")
+        return True
 
-
-class ProblemForwarder:
-    """In a worker process: what the parent should know besides the rows, sent with each row --
-    cache problems (the parent logs each once) and the change in judge usage since the last row
-    (the parent adds it to its own counters, so the run summary counts every worker's requests)."""
-
-    def __init__(self) -> None:
-        set_cache_problem_logging(False)
-        self.sent = 0
-        self.usage = UsageForwarder()
-
-    def new(self) -> list[dict[str, Any]]:
-        problems = cache_problems()[self.sent :]
-        self.sent += len(problems)
-        usage = self.usage.new()
-        return problems + ([{USAGE_REPORT: usage}] if usage else [])
-
-
-def receive_report(report: Mapping[str, Any]) -> None:
-    """In the parent: take in one report a worker forwarded with a row."""
-    if USAGE_REPORT in report:
-        merge_usage(report[USAGE_REPORT])
-    else:  # a problem a worker met with its caches, recorded and logged here once
-        record_cache_problem(report)
-
-
-def first_use(item: WorkItem, timeout: float | None) -> dict[str, Any] | None:
-    """Warm up on the item when its task is new to this process; its row when that fits ``timeout``."""
-    if is_warm(item):
-        return None
-    row, seconds = warm_up(item)
-    return row if fits(seconds, timeout) else None
-
-
-def _process_main(conn: Connection, timeout: float | None, initializer: Initializer | None, initargs: Sequence[Any]) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    forwarder = ProblemForwarder()
-    if initializer is not None:
-        initializer(*initargs)
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:
+    def _fail(self, job: Job, done: dict[int, Row], retry: deque[tuple[int, WorkItem]], code: str, message: str) -> None:
+        """A lone item gets its row; a batch's unfinished items are retried one by one, earliest first."""
+        if job.together:
+            _requeue(retry, job.items)
             return
-        if message is None:
-            return
-        seq, item = message
-        row = first_use(item, timeout)
-        conn.send(("started",))
-        if row is None:
-            row = score_item(item)
-        conn.send(("done", row, forwarder.new()))
+        [(seq, item)] = job.items.items()
+        done[seq] = timeout_row(item, self.timeout) if code == ErrorCode.TIMEOUT else error_row(item, code, message)
+
+
+def _requeue(retry: deque[tuple[int, WorkItem]], items: dict[int, WorkItem]) -> None:
+    """Add ``items`` to the items to score one by one, which go out earliest first."""
+    waiting = sorted([*retry, *items.items()], key=lambda entry: entry[0])
+    retry.clear()
+    retry.extend(waiting)
 
 
 class ProcessWorker:
@@ -207,21 +233,21 @@ class ProcessWorker:
         self, context: Any, timeout: float | None = None, initializer: Initializer | None = None, initargs: Sequence[Any] = ()
     ) -> None:
         self.conn, child = context.Pipe(duplex=True)
-        self.process = context.Process(target=_process_main, args=(child, timeout, initializer, tuple(initargs)), daemon=True)
+        self.process = context.Process(target=process_main, args=(child, timeout, initializer, tuple(initargs)), daemon=True)
         self.process.start()
         child.close()
         self.job: Job | None = None
 
-    def submit(self, seq: int, item: WorkItem) -> bool:
+    def submit(self, batch: Batch) -> list[Event]:
         try:
-            self.conn.send((seq, item))
+            self.conn.send(batch)
         except OSError:  # the worker is gone: receive() reports it
             pass
-        return False  # the worker says when the item itself starts
+        return []  # the worker says when the items themselves start
 
-    def receive(self) -> Event:
+    def receive(self) -> list[Event]:
         try:
-            return self.conn.recv()  # type: ignore[no-any-return]
+            return [self.conn.recv()]
         except (EOFError, OSError):
             raise WorkerDied() from None
 
@@ -252,7 +278,8 @@ class ProcessExecutor:
     """``--workers N``: N spawned worker processes.
 
     ``warmup_timeout`` bounds worker start-up and each task's first use in a worker (``None``: no
-    bound); ``initializer(*initargs)`` runs once in every worker before its first item.
+    bound); ``initializer(*initargs)`` runs once in every worker before its first item;
+    ``in_flight`` model items go to a worker at a time and are scored there together.
     """
 
     workers: int = 2
@@ -261,12 +288,15 @@ class ProcessExecutor:
     warmup_timeout: float | None = DEFAULT_WARMUP_TIMEOUT
     initializer: Initializer | None = None
     initargs: Sequence[Any] = ()
+    in_flight: int = 1  # items a worker scores together, their model calls batched
 
-    def run(self, planned: Iterable[Planned]) -> Iterator[dict[str, Any]]:
+    def run(self, planned: Iterable[Planned]) -> Iterator[Row]:
         context = multiprocessing.get_context("spawn")
 
         def make_worker() -> ProcessWorker:
             return ProcessWorker(context, self.timeout, self.initializer, self.initargs)
 
-        pool = OrderedPool(make_worker, _wait_pipes, self.workers, self.timeout, self.max_pending, self.warmup_timeout)
+        pool = OrderedPool(
+            make_worker, _wait_pipes, self.workers, self.timeout, self.max_pending, self.warmup_timeout, self.in_flight
+        )
         return pool.run(planned)

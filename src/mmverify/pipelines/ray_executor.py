@@ -6,9 +6,10 @@ stream back into the same append-only results file in plan order, identical to t
 Judge (VLM) concurrency is per process: with N actors, give each ``--vlm-concurrency`` of the global
 budget divided by N.
 
-An actor that has not used an item's task yet first warms up on it (actor start-up, task import and
-build, lazy imports and model loading) under ``warmup_timeout``; the item's own clock starts when
-that is done, exactly as with worker processes (:mod:`.pool`).
+Actors take batches as worker processes do: up to ``in_flight`` model items at a time, scored
+together.  An actor that has not used a task of its batch yet first warms up on it (actor start-up,
+task import and build, lazy imports and model loading) under ``warmup_timeout``; the items' own
+clocks start when that is done, exactly as with worker processes (:mod:`.pool`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
-from .execute import DEFAULT_WARMUP_TIMEOUT, Planned, score_item
+from .execute import DEFAULT_WARMUP_TIMEOUT, Planned
 from .plan import WorkItem
-from .pool import Event, Initializer, Job, OrderedPool, PoolWorker, ProblemForwarder, WorkerDied, first_use
+from .pool import Job, OrderedPool, PoolWorker, WorkerDied
+from .pool_worker import Batch, Event, Initializer, ProblemForwarder, cold_items, first_use, score_warm
 
 
 class _ScoringActor:
@@ -32,37 +34,49 @@ class _ScoringActor:
         """First use of the item's task here; its row when that fitted the item limit, else None."""
         return first_use(item, self.timeout), self.forwarder.new()
 
-    def score(self, item: WorkItem) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        return score_item(item), self.forwarder.new()
+    def score(self, items: list[WorkItem]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Rows of items whose tasks are warm here (several are scored together)."""
+        return list(score_warm(items, self.timeout)), self.forwarder.new()
 
 
 class RayWorker:
+    """One actor scoring one batch at a time: a call per task to warm up, then one for the rest."""
+
     def __init__(self, actor_class: Any, options: dict[str, Any], args: Sequence[Any] = ()) -> None:
         self.actor = actor_class.options(**options).remote(*args)
         self.ref: Any = None
         self.job: Job | None = None
         self.warm: set[tuple[str, str]] = set()  # (task, profile) this actor has used
-        self._item: WorkItem | None = None
-        self._warming = False
-        self._problems: list[dict[str, Any]] = []
+        self._pending: dict[int, WorkItem] = {}  # the batch's items without a row yet
+        self._cold: Batch = []  # first items of the batch's tasks still to warm up
+        self._warming: int | None = None
 
-    def submit(self, seq: int, item: WorkItem) -> bool:
-        self._item, self._problems = item, []
-        self._warming = (item.task, item.profile) not in self.warm
-        self.ref = (self.actor.warm_up if self._warming else self.actor.score).remote(item)
-        return not self._warming
+    def submit(self, batch: Batch) -> list[Event]:
+        self._pending = dict(batch)
+        self._cold = cold_items(batch, lambda item: (item.task, item.profile) not in self.warm)
+        return self._next_call()
 
-    def receive(self) -> Event:
-        row, problems = self._get()
-        self._problems += problems
-        if self._warming:
-            assert self._item is not None
-            self.warm.add((self._item.task, self._item.profile))
-            self._warming = False
-            if row is None:  # the first use ran past the item limit: score again, warm
-                self.ref = self.actor.score.remote(self._item)
-                return ("started",)
-        return ("done", row, self._problems)
+    def _next_call(self) -> list[Event]:
+        if self._cold:
+            self._warming, item = self._cold.pop(0)
+            self.ref = self.actor.warm_up.remote(item)
+            return [("warming", self._warming)]
+        self._warming = None
+        self.ref = self.actor.score.remote(list(self._pending.values())) if self._pending else None
+        return [("started",)] if self._pending else []
+
+    def receive(self) -> list[Event]:
+        result, reports = self._get()
+        if self._warming is None:
+            finished, self._pending = list(zip(self._pending, result)), {}
+            return [("rows", finished, reports)]
+        seq = self._warming
+        item = self._pending[seq]
+        self.warm.add((item.task, item.profile))
+        if result is None:  # the first use ran past the item limit: it is scored again, warm
+            return [("rows", [], reports), *self._next_call()]
+        del self._pending[seq]
+        return [("rows", [(seq, result)], reports), *self._next_call()]
 
     def _get(self) -> Any:
         import ray
@@ -101,6 +115,7 @@ class RayExecutor:
     warmup_timeout: float | None = DEFAULT_WARMUP_TIMEOUT  # actor start-up and first use of each task
     initializer: Initializer | None = None  # run once in every actor before its first item
     initargs: Sequence[Any] = ()
+    in_flight: int = 1  # items an actor scores together, their model calls batched
 
     def run(self, planned: Iterable[Planned]) -> Iterator[dict[str, Any]]:
         try:
@@ -117,8 +132,9 @@ class RayExecutor:
         options = {"num_cpus": 1, "num_gpus": self.gpus_per_worker, "max_restarts": 0}
         args = (self.timeout, self.initializer, tuple(self.initargs))
         pool = OrderedPool(
-            lambda: RayWorker(actor_class, options, args), _wait_refs, self.workers, self.timeout, self.max_pending, self.warmup_timeout
-        )
+            lambda: RayWorker(actor_class, options, args), _wait_refs, self.workers, self.timeout, self.max_pending,
+            self.warmup_timeout, self.in_flight,
+        )  # fmt: skip
         try:
             yield from pool.run(planned)
         finally:

@@ -14,6 +14,7 @@ from ..data.instructions import InstructionSet
 from ..models.cache import cache_problems
 from ..models.judge_usage import usage_totals
 from ..data.manifest import is_stream, iter_manifest_lines, manifest_base_dir
+from .context import ScoringContext, current, install, install_context
 from .execute import LocalExecutor, Planned
 from .plan import Planner, PlanStats
 from .outdir import LATEST_FILE, OutputLock, check_output_folder, claim_for_manifest, current_rows, manifest_fingerprint
@@ -48,6 +49,7 @@ class ScoreConfig:
     append: bool = False  # add this manifest's rows to a folder holding another manifest's
     overwrite: bool = False  # discard whatever the folder holds first
     aggregate: str = "apart"  # "apart": error rows reported beside the means; "as_zero": counted as 0 (official scripts)
+    context: ScoringContext | None = None  # models, device, judges...: installed for the run; None: the one in force
 
     def __post_init__(self) -> None:
         check_profile(self.profile)
@@ -109,6 +111,8 @@ def run_score(config: ScoreConfig, progress: Any = None) -> ScoreOutcome:
     """Score a manifest into ``config.out``; resumes from rows already there.  The folder is locked
     for the run; another manifest's folder is refused unless ``append`` or ``overwrite``."""
     check_output_folder(config.out)
+    if config.context is not None:  # planning (result keys) and in-process scoring read it too
+        install(config.context)
     with OutputLock(config.out):
         if config.manifest.is_file():  # a stream cannot be read twice; it is scored as an append
             fingerprint = manifest_fingerprint(config.manifest)
@@ -198,17 +202,24 @@ def _run_locked(config: ScoreConfig, progress: Any) -> ScoreOutcome:
 
 
 def make_executor(config: ScoreConfig) -> Any:
+    """The executor of ``config``; worker processes and Ray actors are handed the scoring context
+    (``config.context``, else the one in force here) and install it before their first item."""
     if config.executor == "ray":
         from .ray_executor import RayExecutor
 
         return RayExecutor(
-            config.workers, config.timeout, config.ray_address, config.gpus_per_worker, warmup_timeout=config.warmup_timeout
-        )
+            config.workers, config.timeout, config.ray_address, config.gpus_per_worker,
+            warmup_timeout=config.warmup_timeout, in_flight=config.in_flight,
+            initializer=install_context, initargs=(config.context or current(),),
+        )  # fmt: skip
     if config.workers == 1:
         return LocalExecutor(config.timeout, config.warmup_timeout, config.in_flight)
     from .pool import ProcessExecutor
 
-    return ProcessExecutor(workers=config.workers, timeout=config.timeout, warmup_timeout=config.warmup_timeout)
+    return ProcessExecutor(
+        workers=config.workers, timeout=config.timeout, warmup_timeout=config.warmup_timeout, in_flight=config.in_flight,
+        initializer=install_context, initargs=(config.context or current(),),
+    )  # fmt: skip
 
 
 def _drop_superseded_errors(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

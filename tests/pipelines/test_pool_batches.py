@@ -1,0 +1,266 @@
+"""Worker processes (and Ray actors) score batches of model items together, and a failure inside a
+batch costs only the item at fault: the rows a dying or killed worker already sent are kept, and its
+unfinished items are scored again one by one.
+
+The pool's bookkeeping is tested with scripted workers on a fake clock; real worker processes
+then score test tasks that meet at a barrier (only items scored together can pass it), crash the
+process, or hang in native code.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from typing import Any, Callable
+
+import pytest
+
+from mmverify.core.types import Check, Instance
+from mmverify.pipelines import execute, pool as pool_module
+from mmverify.pipelines.execute import LocalExecutor
+from mmverify.pipelines.plan import WorkItem
+from mmverify.pipelines.pool import OrderedPool, ProcessExecutor, WorkerDied
+from mmverify.tasks.base import Task
+from mmverify.tasks.catalog import TASK_REGISTRY
+from mmverify.tasks.response import Response
+
+SAFETY_S = 60.0  # how long a test task waits for what should come; a failing test cannot hang
+LIMIT_S = 1.0  # the item limit in the tests that need one
+
+
+# -- test tasks (registered in worker processes through the executors' initializer) ------------------
+_MEETING: dict[str, threading.Barrier] = {}
+_MEETING_LOCK = threading.Lock()
+
+
+class Rendezvous(Task):
+    """Scores 1 when ``parties`` items of this process meet at a barrier within ``wait_s``: only
+    items scored at the same time can.  ``crash`` ends the process; ``hang`` blocks in native code."""
+
+    id = "test_rendezvous"
+
+    def score(self, instance: Instance, response: Response) -> Check:
+        data = instance.data
+        if data.get("crash"):
+            os._exit(3)
+        if data.get("hang"):
+            time.sleep(SAFETY_S)  # one C call: no deadline inside the process can interrupt it
+        parties = data.get("parties", 1)
+        with _MEETING_LOCK:
+            barrier = _MEETING.setdefault(f"{parties}", threading.Barrier(parties))
+        try:
+            barrier.wait(timeout=data.get("wait_s", SAFETY_S))
+        except threading.BrokenBarrierError:
+            with _MEETING_LOCK:
+                _MEETING.pop(f"{parties}", None)
+            return Check(score=0.0, components={"met": 0.0})
+        return Check(score=1.0, components={"met": 1.0, "value": float(data.get("value", 0))})
+
+
+TEST_TASKS = {"test_rendezvous": f"{__name__}:Rendezvous"}
+
+
+def install() -> None:
+    for task_id, target in TEST_TASKS.items():
+        if task_id not in TASK_REGISTRY:
+            TASK_REGISTRY.register(task_id, target)
+
+
+@pytest.fixture
+def registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(TASK_REGISTRY, "_targets", {**TASK_REGISTRY._targets, **{f"task:{k}": v for k, v in TEST_TASKS.items()}})
+    monkeypatch.setattr(TASK_REGISTRY, "_loaded", dict(TASK_REGISTRY._loaded))
+    monkeypatch.setattr(execute, "_TASKS", {})
+
+
+def item(index: int, task: str = "test_rendezvous", **data: Any) -> WorkItem:
+    return WorkItem(
+        task=task, instance=Instance(id=f"{task}/{index}", data=data), parts=(), instance_id=f"{task}/{index}",
+        sample=0, model=None, line=index + 1, key=f"key-{index}", verifier=f"{task}@1:mmmg",
+    )  # fmt: skip
+
+
+def outcomes(rows: list[dict[str, Any]]) -> list[str]:
+    return [row["status"] if row["status"] == "scored" else row["error"]["code"] for row in rows]
+
+
+def processes(in_flight: int, timeout: float | None = None) -> ProcessExecutor:
+    return ProcessExecutor(workers=2, timeout=timeout, warmup_timeout=None, initializer=install, in_flight=in_flight)
+
+
+# -- real worker processes ----------------------------------------------------------------------------
+@pytest.mark.parametrize("in_flight, met", [(2, 1.0), (1, 0.0)])
+def test_a_batch_is_scored_together_in_one_worker(registered, in_flight, met):
+    # batches of 3 on two cold workers: each batch's first item warms its task up alone, and the
+    # pair behind it can meet at the barrier only when the two are scored at the same time
+    wait_s = SAFETY_S if met else 0.2  # a pair that can never meet gives up quickly
+    items = [item(i, value=i) if i % 3 == 0 else item(i, parties=2, wait_s=wait_s, value=i) for i in range(6)]
+    rows = list(processes(in_flight=3 if in_flight > 1 else 1).run(items))
+    assert outcomes(rows) == ["scored"] * 6
+    assert [row["components"]["met"] for row in rows] == [1.0, met, met, 1.0, met, met]
+    assert [row["line"] for row in rows] == [1, 2, 3, 4, 5, 6]
+
+
+def test_batched_rows_equal_rows_scored_one_by_one(registered):
+    items = [item(i, value=i) for i in range(7)]
+    assert list(processes(in_flight=3).run(items)) == list(LocalExecutor().run(items))
+
+
+def test_a_crash_in_a_batch_costs_only_its_item(registered):
+    items = [item(0)] + [item(i, crash=i == 3, value=i) for i in range(1, 6)]
+    rows = list(processes(in_flight=5).run(items))
+    assert outcomes(rows) == ["scored", "scored", "scored", "worker_crashed", "scored", "scored"]
+    assert [row["line"] for row in rows] == list(range(1, 7))
+
+
+def test_a_native_hang_in_a_batch_times_out_only_its_item(registered):
+    items = [item(0)] + [item(i, hang=i == 2, value=i) for i in range(1, 5)]
+    rows = list(processes(in_flight=4, timeout=LIMIT_S).run(items))
+    assert outcomes(rows) == ["scored", "scored", "timeout", "scored", "scored"]
+    assert f"{LIMIT_S:g} s" in rows[2]["error"]["message"]
+
+
+@pytest.mark.slow
+def test_ray_actors_score_batches_and_isolate_a_crash(registered):
+    pytest.importorskip("ray")
+    from mmverify.pipelines.ray_executor import RayExecutor
+
+    items = [item(i, parties=2 if i in (1, 2) else 1, crash=i == 4, value=i) for i in range(7)]
+    executor = RayExecutor(workers=2, warmup_timeout=None, initializer=install, in_flight=3)
+    rows = list(executor.run(items))
+    # batches [0 1 2] [3 4 5] [6]: 1 and 2 meet; 4 crashes its actor, and 5 is then scored alone
+    assert outcomes(rows) == ["scored"] * 4 + ["worker_crashed", "scored", "scored"]
+    assert [row["components"]["met"] for row in rows if row["status"] == "scored"] == [1.0] * 6
+
+
+# -- the pool's bookkeeping, with scripted workers on a fake clock ----------------------------------------
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+Script = Callable[[list[tuple[int, WorkItem]]], list[Any]]  # a batch -> steps: event lists, "die" or "hang"
+
+
+class ScriptedWorker:
+    made: list["ScriptedWorker"] = []
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.job = None
+        self.batches: list[list[int]] = []
+        self.steps: deque[Any] = deque()
+        self.killed = False
+
+    def submit(self, batch: list[tuple[int, WorkItem]]) -> list[Any]:
+        self.batches.append([seq for seq, _ in batch])
+        self.steps = deque(self.script(batch))
+        return []
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.steps) and self.steps[0] != "hang"
+
+    def receive(self) -> list[Any]:
+        step = self.steps.popleft()
+        if step == "die":
+            raise WorkerDied()
+        return step
+
+    def kill(self) -> None:
+        self.killed = True
+
+    stop = kill
+
+
+def scripted_pool(monkeypatch: pytest.MonkeyPatch, script: Script, in_flight: int, timeout: float | None = 10.0):
+    clock = FakeClock()
+    monkeypatch.setattr(pool_module, "time", clock)
+    workers: list[ScriptedWorker] = []
+
+    def make() -> ScriptedWorker:
+        workers.append(ScriptedWorker(script))
+        return workers[-1]
+
+    def wait_ready(busy: list[Any], wait_for: float | None) -> list[Any]:
+        ready = [w for w in busy if w.ready]
+        if not ready:
+            assert wait_for is not None, "every worker hangs and nothing would ever end the wait"
+            clock.now += wait_for
+        return ready
+
+    return OrderedPool(make, wait_ready, workers=2, timeout=timeout, warmup_timeout=100.0, in_flight=in_flight), workers
+
+
+def scored(batch: list[tuple[int, WorkItem]], faults: dict[int, str] | None = None) -> list[Any]:
+    """Warm at once, then one "rows" event per item; an item named in ``faults`` dies or hangs there."""
+    steps: list[Any] = [[("started",)]]
+    for seq, work in batch:
+        fault = (faults or {}).get(work.instance.data.get("n"))
+        if fault:
+            steps.append(fault)
+            return steps
+        steps.append([("rows", [(seq, {"n": work.instance.data["n"], "alone": len(batch) == 1})], [])])
+    return steps
+
+
+def numbered(count: int) -> list[WorkItem]:
+    return [item(i, n=i) for i in range(count)]
+
+
+def test_model_items_go_in_batches_and_other_entries_alone(monkeypatch):
+    entries: list[Any] = [
+        item(0, task="i_object_attribute", n=0), item(1, task="i_object_attribute", n=1), {"n": "row"},
+        item(3, task="i_object_attribute", n=3), item(4, task="i_format_border", n=4), item(5, task="i_object_attribute", n=5),
+    ]  # fmt: skip
+    pool, workers = scripted_pool(monkeypatch, scored, in_flight=3)
+    rows = list(pool.run(entries))
+    assert [row["n"] for row in rows] == [0, 1, "row", 3, 4, 5]
+    # the program task (i_format_border) breaks the batch; the ready-made row passes through
+    assert sorted(batch for w in workers for batch in w.batches) == [[0, 1, 3], [4], [5]]
+
+
+@pytest.mark.parametrize("fault", ["die", "hang"])
+def test_a_failed_batch_keeps_its_rows_and_retries_the_rest_one_by_one(monkeypatch, fault):
+    pool, workers = scripted_pool(monkeypatch, lambda batch: scored(batch, {2: fault}), in_flight=4)
+    rows = list(pool.run(numbered(6)))
+    code = "worker_crashed" if fault == "die" else "timeout"
+    assert [row.get("n", row.get("error", {}).get("code")) for row in rows] == [0, 1, code, 3, 4, 5]
+    first = workers[0]
+    assert first.batches == [[0, 1, 2, 3]] and first.killed
+    retried = sorted(batch for w in workers[1:] for batch in w.batches if batch[0] in (2, 3))
+    assert retried == [[2], [3]]  # the unfinished items went out alone
+    assert rows[3]["alone"] is True and rows[0]["alone"] is False
+
+
+def test_a_batch_is_killed_at_twice_the_item_limit(monkeypatch):
+    clock_at_kill: list[float] = []
+    pool, workers = scripted_pool(monkeypatch, lambda batch: scored(batch, {1: "hang"}), in_flight=2, timeout=10.0)
+    real_kill = ScriptedWorker.kill
+
+    def kill(self: ScriptedWorker) -> None:
+        clock_at_kill.append(pool_module.time.monotonic())
+        real_kill(self)
+
+    monkeypatch.setattr(ScriptedWorker, "kill", kill)
+    rows = list(pool.run(numbered(2)))
+    assert clock_at_kill[0] == 20.0  # the batch's backstop; then item 1 alone times out 10 s later
+    assert clock_at_kill[1] == 30.0
+    assert rows[1]["error"]["code"] == "timeout"
+
+
+def test_a_warm_up_past_its_budget_charges_the_item_it_was_on(monkeypatch):
+    def script(batch: list[tuple[int, WorkItem]]) -> list[Any]:
+        if len(batch) > 1:  # warming up on the batch's second item, which never ends
+            return [[("warming", batch[1][0])], "hang"]
+        return scored(batch)
+
+    pool, workers = scripted_pool(monkeypatch, script, in_flight=3)
+    rows = list(pool.run(numbered(3)))
+    assert rows[1]["error"]["code"] == "warmup_timeout"
+    assert [rows[0]["n"], rows[2]["n"]] == [0, 2] and rows[0]["alone"] and rows[2]["alone"]
