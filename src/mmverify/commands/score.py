@@ -35,8 +35,8 @@ def score_command(
     workers: int = typer.Option(1, min=1, help="1: in-process; N>1: N worker processes (hard per-item timeout).", rich_help_panel="Execution"),
     in_flight: int = typer.Option(
         32, "--batch-items", min=1, rich_help_panel="Execution",
-        help="Items scored together (with --workers 1): their model calls share batches on the device; rows are "
-        "the same bytes as scored one at a time (1).",
+        help="Model items scored together (in this process, or per worker with --workers N / Ray): their model "
+        "calls share batches on the device; rows are the same bytes as scored one at a time (1).",
     ),
     executor: str = typer.Option("local", help="local (this machine) or ray (a local Ray instance or --ray-address).", rich_help_panel="Execution"),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster address (default: start a local instance).", rich_help_panel="Execution"),

@@ -44,17 +44,8 @@ from .results import RowIdentity, error_row
 from .thresholds import Threshold, load_thresholds, parse_thresholds
 from .reward_json import DESCRIBED_DEPTH, clean_field, describe_exception, first_json_problem, loads_json, safe_text
 from .reward_media import (  # noqa: F401  (re-exported: part of the reward API)
-    NON_FINITE_IMAGE,
-    NonFiniteImage,
-    audio_part,
-    image_bytes,
-    image_part,
-    png_bytes,
-    to_part,
-    to_parts,
-    to_uint8_image,
-    wav_bytes,
-)
+    NON_FINITE_IMAGE, NonFiniteImage, audio_part, image_bytes, image_part, png_bytes, to_part, to_parts, to_uint8_image, wav_bytes,
+)  # fmt: skip
 
 ErrorPolicy = Literal["none", "nan", "zero", "raise"]
 ERROR_POLICIES: tuple[str, ...] = ("none", "nan", "zero", "raise")

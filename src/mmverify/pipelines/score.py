@@ -33,7 +33,7 @@ class ScoreConfig:
     instructions: Path | None = None
     tasks: frozenset[str] | None = None
     workers: int = 1
-    in_flight: int = 32  # items scored together in one process, their model calls batched (1: one by one)
+    in_flight: int = 32  # model items scored together in a process or worker, their calls batched (1: one by one)
     timeout: float | None = 300.0
     warmup_timeout: float | None = 600.0  # worker start-up and each task's first use, apart from timeout
     thresholds: Mapping[str, Threshold] = field(default_factory=dict)
