@@ -140,6 +140,37 @@ def compare(name: str, reward_for: Callable[[int, int], Reward], items: list[dic
     }  # fmt: skip
 
 
+def worker_rates(name: str, spec_for: Callable[[int], str], items: list[dict], args: argparse.Namespace, root: Path, env: dict) -> dict[str, Any]:
+    """``mmverify score --workers N`` with ``--batch-items 1`` (shape 1) vs ``--in-flight`` (shape
+    ``--batch-size``); worker start-up and model loading are inside the timing (a fresh pool per run),
+    the reference index is built before it."""
+    from mmverify.pipelines.context import ScoringContext
+    from mmverify.pipelines.score import ScoreConfig, run_score
+
+    manifest = root / f"{name.split()[0]}.jsonl"
+    manifest.write_text("".join(json.dumps(item) + "\n" for item in items), encoding="utf-8")
+    warm = root / f"{name.split()[0]}-warm.jsonl"
+    warm.write_text("".join(json.dumps(item) + "\n" for item in items[:2]), encoding="utf-8")
+    rates, rows = {}, {}
+    for label, flight, shape in (("one_by_one", 1, 1), ("together", args.in_flight, args.batch_size)):
+        context = ScoringContext(models=spec_for(shape), device=args.device, precision=args.precision, env=env, cache_dir=root / "cache")
+
+        def run(source: Path, out: Path) -> Path:
+            config = ScoreConfig(source, out, workers=args.workers, in_flight=flight, timeout=None, context=context)
+            return run_score(config).results_path
+
+        run(warm, root / f"warm-{label}-{name.split()[0]}")
+        outs = iter(root / f"{label}-{name.split()[0]}-{i}" for i in range(args.repeats))
+        rates[label], path = best_rate(lambda: run(manifest, next(outs)), len(items), args.repeats)
+        rows[label] = [json.loads(line) for line in path.read_text().splitlines()]
+    scored = all(r["status"] == "scored" for label in rows for r in rows[label]) and len(rows["together"]) == len(items)
+    pairs = zip(rows["one_by_one"], rows["together"])
+    return {
+        "task": name, **rates, "speedup": rates["together"] / rates["one_by_one"], "all_scored": scored,
+        "max_delta": max(abs(a["score"] - b["score"]) for a, b in pairs) if scored else float("nan"),
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=64)
@@ -152,6 +183,7 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="full-size CLAP and large-v3-sized Whisper")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--check", type=int, default=16, help="items scored one by one at the batch shape, for the identity check")
+    parser.add_argument("--workers", type=int, default=0, help="also score with `mmverify score --workers N` (0: skip)")
     args = parser.parse_args()
     from mmverify.envfix import install_torchvision_op_stubs
 
@@ -189,12 +221,25 @@ def main() -> None:
             compare("a_sound_cot (CLAP)", reward_for(f"audio_text=clap-hf@{clap}?{{options}}"), sound, args),
             compare("a_speech_translate (Whisper)", reward_for(whisper_spec), speech, args),
         ]
+        pooled = []
+        if args.workers:
+            clap_spec = lambda shape: f"audio_text=clap-hf@{clap}?batch_size={shape}"  # noqa: E731
+            whisper_spec_for = lambda shape: whisper_spec.format(options=f"batch_size={shape}")  # noqa: E731
+            pooled = [
+                worker_rates("a_sound_cot (CLAP)", clap_spec, sound, args, root, env),
+                worker_rates("a_speech_translate (Whisper)", whisper_spec_for, speech, args, root, env),
+            ]
     size = "full-size" if args.full else "tiny"
     print(f"{args.items} items of {args.clip_seconds:g} s, {size} random-init models on {args.device}, "
           f"{args.precision}, batch shape {args.batch_size}, {args.in_flight} items in flight, best of {args.repeats}")  # fmt: skip
     print(f"{'task':32} {'one by one':>14} {'together':>14} {'speed-up':>9}  identical rows")
     for r in results:
         print(f"{r['task']:32} {r['one_by_one']:10.1f} it/s {r['together']:10.1f} it/s {r['speedup']:8.2f}x  {'yes' if r['identical'] else 'NO'}")
+    if pooled:
+        print(f"mmverify score --workers {args.workers}, worker start-up and model loading included")
+        print(f"{'task':32} {'one by one':>14} {'together':>14} {'speed-up':>9}  max |score difference| (batch shapes 1 and {args.batch_size})")
+        for r in pooled:
+            print(f"{r['task']:32} {r['one_by_one']:10.1f} it/s {r['together']:10.1f} it/s {r['speedup']:8.2f}x  {r['max_delta']:.2g}")
 
 
 if __name__ == "__main__":
