@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -200,3 +202,44 @@ def test_reward_and_serve_take_the_same_options():
         assert option in help_text
     refused = CliRunner().invoke(app, ["serve", "--model", "audio_text=no-such-backend", "--port", "0"])
     assert refused.exit_code == 2 and "no-such-backend" in refused.output
+
+
+def test_a_later_context_takes_back_the_variables_an_earlier_one_set(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    install(ScoringContext(offline=True))
+    install(ScoringContext(device="cpu"))
+    assert "HF_HUB_OFFLINE" not in os.environ and current().settings.get("MMVERIFY_OFFLINE", "") == ""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # a value of the user's own comes back too
+    install(ScoringContext(offline=True))
+    context_module.reset()
+    assert os.environ["HF_HUB_OFFLINE"] == "0"
+
+
+def test_a_scoring_run_leaves_the_context_in_force_as_it_found_it(tmp_path):
+    manifest = _tempo_manifest(tmp_path)
+    mine = ScoringContext(device="cpu")
+    install(mine)
+    run_score(ScoreConfig(manifest=manifest, out=tmp_path / "out", timeout=None, context=ScoringContext(models="beat_tracker=librosa-beats")))
+    assert installed_context() is mine and "MMVERIFY_MODELS" not in current().settings
+
+
+def test_a_reward_brings_its_settings_to_each_call_and_into_other_processes(tmp_path):
+    items = [{"task": "i_structure", "instance": {"order": ["t"]}, "parts": [{"type": "text", "text": "a text"}]}]
+    first = Reward(device="cpu", models="beat_tracker=librosa-beats")
+    expected = first.rows(items)  # builds a catalog-row task (i_structure), which must pickle too
+    assert [row["score"] for row in expected] == [1.0]
+    second = Reward(device="cuda:7")
+    assert installed_context() is second.context
+    assert first.rows(items) == expected and installed_context() is first.context
+    context_module.reset()
+    code = (
+        "import pickle, sys\n"
+        "from mmverify.core.settings import setting\n"
+        "reward = pickle.loads(sys.stdin.buffer.read())\n"
+        "print(setting('MMVERIFY_DEVICE'), setting('MMVERIFY_MODELS'), reward.rows(reward._items)[0]['score'])\n"
+    )
+    first._items = items  # type: ignore[attr-defined]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MMVERIFY_")}
+    done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(first), capture_output=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split() == ["cpu", "beat_tracker=librosa-beats", "1.0"]

@@ -9,6 +9,7 @@ process, or hang in native code.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -22,6 +23,7 @@ from mmverify.pipelines import execute, pool as pool_module
 from mmverify.pipelines.execute import LocalExecutor
 from mmverify.pipelines.plan import WorkItem
 from mmverify.pipelines.pool import OrderedPool, ProcessExecutor, WorkerDied
+from mmverify.pipelines.pool_worker import score_batch
 from mmverify.tasks.base import Task
 from mmverify.tasks.catalog import TASK_REGISTRY
 from mmverify.tasks.response import Response
@@ -148,23 +150,34 @@ Script = Callable[[list[tuple[int, WorkItem]]], list[Any]]  # a batch -> steps: 
 
 
 class ScriptedWorker:
-    made: list["ScriptedWorker"] = []
+    """Plays a script per batch: event lists, "die", "hang", or ("quiet", seconds) -- nothing to say
+    for that long on the fake clock."""
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, clock: FakeClock) -> None:
         self.script = script
+        self.clock = clock
         self.job = None
         self.batches: list[list[int]] = []
         self.steps: deque[Any] = deque()
-        self.killed = False
+        self.killed_at: float | None = None
+        self.since = 0.0
 
     def submit(self, batch: list[tuple[int, WorkItem]]) -> list[Any]:
         self.batches.append([seq for seq, _ in batch])
-        self.steps = deque(self.script(batch))
+        self.steps, self.since = deque(self.script(batch)), self.clock.now
         return []
+
+    def quiet_until(self) -> float | None:
+        step = self.steps[0] if self.steps else None
+        return self.since + step[1] if isinstance(step, tuple) and step[0] == "quiet" else None
 
     @property
     def ready(self) -> bool:
-        return bool(self.steps) and self.steps[0] != "hang"
+        until = self.quiet_until()
+        if until is not None and self.clock.now >= until:
+            self.steps.popleft()
+            self.since = self.clock.now
+        return bool(self.steps) and self.steps[0] != "hang" and self.quiet_until() is None
 
     def receive(self) -> list[Any]:
         step = self.steps.popleft()
@@ -172,10 +185,15 @@ class ScriptedWorker:
             raise WorkerDied()
         return step
 
-    def kill(self) -> None:
-        self.killed = True
+    @property
+    def killed(self) -> bool:
+        return self.killed_at is not None
 
-    stop = kill
+    def kill(self) -> None:
+        self.killed_at = self.clock.now
+
+    def stop(self) -> None:
+        pass
 
 
 def scripted_pool(monkeypatch: pytest.MonkeyPatch, script: Script, in_flight: int, timeout: float | None = 10.0):
@@ -184,14 +202,17 @@ def scripted_pool(monkeypatch: pytest.MonkeyPatch, script: Script, in_flight: in
     workers: list[ScriptedWorker] = []
 
     def make() -> ScriptedWorker:
-        workers.append(ScriptedWorker(script))
+        workers.append(ScriptedWorker(script, clock))
         return workers[-1]
 
     def wait_ready(busy: list[Any], wait_for: float | None) -> list[Any]:
         ready = [w for w in busy if w.ready]
         if not ready:
-            assert wait_for is not None, "every worker hangs and nothing would ever end the wait"
-            clock.now += wait_for
+            wakes = [t for t in (w.quiet_until() for w in busy) if t is not None]
+            if wait_for is not None:
+                wakes.append(clock.now + wait_for)
+            assert wakes, "every worker hangs and nothing would ever end the wait"
+            clock.now = min(wakes)
         return ready
 
     return OrderedPool(make, wait_ready, workers=2, timeout=timeout, warmup_timeout=100.0, in_flight=in_flight), workers
@@ -239,19 +260,36 @@ def test_a_failed_batch_keeps_its_rows_and_retries_the_rest_one_by_one(monkeypat
 
 
 def test_a_batch_is_killed_at_twice_the_item_limit(monkeypatch):
-    clock_at_kill: list[float] = []
     pool, workers = scripted_pool(monkeypatch, lambda batch: scored(batch, {1: "hang"}), in_flight=2, timeout=10.0)
-    real_kill = ScriptedWorker.kill
-
-    def kill(self: ScriptedWorker) -> None:
-        clock_at_kill.append(pool_module.time.monotonic())
-        real_kill(self)
-
-    monkeypatch.setattr(ScriptedWorker, "kill", kill)
     rows = list(pool.run(numbered(2)))
-    assert clock_at_kill[0] == 20.0  # the batch's backstop; then item 1 alone times out 10 s later
-    assert clock_at_kill[1] == 30.0
+    # the batch's backstop at 20 s; then item 1, alone on a fresh worker, times out 10 s later
+    assert [w.killed_at for w in workers if w.killed] == [20.0, 30.0]
     assert rows[1]["error"]["code"] == "timeout"
+
+
+@pytest.mark.parametrize("start_up, expected_kill", [(60.0, 100.0), (0.0, 100.0)])
+def test_worker_start_up_and_the_first_warm_up_share_one_budget(monkeypatch, start_up, expected_kill):
+    def script(batch: list[tuple[int, WorkItem]]) -> list[Any]:
+        [(seq, _)] = batch
+        return [("quiet", start_up), [("warming", seq)], "hang"]  # a warm-up that never ends
+
+    pool, workers = scripted_pool(monkeypatch, script, in_flight=1)
+    rows = list(pool.run(numbered(1)))
+    assert rows[0]["error"]["code"] == "warmup_timeout"
+    assert workers[0].killed_at == expected_kill  # one 100 s budget from the hand-over, start-up included
+
+
+def test_each_further_warm_up_of_a_batch_has_a_budget_of_its_own(monkeypatch):
+    def script(batch: list[tuple[int, WorkItem]]) -> list[Any]:
+        if len(batch) == 1:  # the retry of what the killed batch left
+            return scored(batch)
+        (first, _), (second, _) = batch[:2]
+        return [[("warming", first)], ("quiet", 80.0), [("rows", [(first, {"n": first})], []), ("warming", second)], "hang"]
+
+    pool, workers = scripted_pool(monkeypatch, script, in_flight=3)
+    rows = list(pool.run(numbered(3)))
+    assert workers[0].killed_at == 180.0
+    assert [rows[0]["n"], rows[1]["error"]["code"], rows[2]["alone"]] == [0, "warmup_timeout", True]
 
 
 def test_a_warm_up_past_its_budget_charges_the_item_it_was_on(monkeypatch):
@@ -264,3 +302,18 @@ def test_a_warm_up_past_its_budget_charges_the_item_it_was_on(monkeypatch):
     rows = list(pool.run(numbered(3)))
     assert rows[1]["error"]["code"] == "warmup_timeout"
     assert [rows[0]["n"], rows[2]["n"]] == [0, 2] and rows[0]["alone"] and rows[2]["alone"]
+
+
+class _NoReports:
+    def new(self) -> list[dict[str, Any]]:
+        return []
+
+
+def test_a_worker_reports_a_start_only_for_items_left_after_the_warm_ups(registered):
+    def kinds(batch: list[tuple[int, WorkItem]]) -> list[str]:
+        return [event[0] for event in score_batch(batch, None, _NoReports())]  # type: ignore[arg-type]
+
+    assert kinds([(0, item(0)), (1, item(1))]) == ["warming", "rows", "started", "rows"]  # cold, then warm
+    assert kinds([(2, item(2))]) == ["started", "rows"]
+    strict = dataclasses.replace(item(3), profile="strict")  # a task (and profile) new to this process
+    assert kinds([(3, strict)]) == ["warming", "rows"]  # its warm-up row fitted: nothing left to start

@@ -97,12 +97,13 @@ def test_a_family_row_builds_the_task_its_class_was(task_id: str):
     assert issubclass(cls, family) and cls.__bases__ == (family,)
     assert (cls.id, cls.version) == (task_id, version)
     assert {name: getattr(cls, name) for name in attributes} == attributes
-    assert cls.__module__ == family.__module__ and cls.__name__ == cls.__qualname__ and cls.__name__.isidentifier()
+    assert cls.__module__ == "mmverify.tasks.variants" and cls.__name__ == cls.__qualname__ and cls.__name__.isidentifier()
+    assert getattr(importlib.import_module(cls.__module__), cls.__name__) is cls  # found by name: it pickles
     for profile in PROFILES:
         task = cls.build(profile)
         assert task.verifier_id == f"{task_id}@{version}:{profile}"
         params = task.params()
-        assert params["family"] == family_name and params["family_version"] == family.version
+        assert params["family"] == family.__qualname__ and params["family_version"] == family.version
         assert params["args"] == dict(CATALOG[task_id].args)
 
 

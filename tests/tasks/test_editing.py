@@ -425,7 +425,7 @@ def test_params_name_templates_judges_and_margins():
     for task in REFERENCE:
         assert TASK_REGISTRY.get(task)().params() == {
             "margin_divisor": 10, "resample": "bicubic",
-            "family": "mmverify.tasks.editing:ReferenceEdit", "family_version": 1, "args": {},
+            "family": "ReferenceEdit", "family_version": 1, "args": {},
         }  # fmt: skip
 
 

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from ..core.registry import UnknownIdError
 from ..core.settings import (
@@ -162,20 +163,52 @@ def _forget_built_state() -> None:
         sets_module.clear_memo()  # type: ignore[attr-defined]
 
 
-def install(context: ScoringContext) -> bool:
-    """Make ``context`` this process's scoring context and set its
-    :meth:`~ScoringContext.process_environment`; when its settings differ from those in force, the
-    hub and reference sets are rebuilt on next use.  True if anything changed."""
-    settings_changed = dict(context.settings) != dict(scoring_settings())
+_SET_VARIABLES: dict[str, str | None] = {}  # process variables installing set -> their value before
+
+
+def _set_process_environment(wanted: Mapping[str, str]) -> bool:
+    """Set ``wanted`` in the process environment, and put back what an earlier install set and
+    ``wanted`` no longer names (an offline run followed by an online one leaves nothing behind)."""
+    changed = False
+    for name in [n for n in _SET_VARIABLES if n not in wanted]:
+        previous = _SET_VARIABLES.pop(name)
+        if previous is None:
+            changed |= os.environ.pop(name, None) is not None
+        elif os.environ.get(name) != previous:
+            os.environ[name], changed = previous, True
+    for name, value in wanted.items():
+        if os.environ.get(name) != value:
+            _SET_VARIABLES.setdefault(name, os.environ.get(name))
+            os.environ[name], changed = value, True
+    return changed
+
+
+def install(context: ScoringContext | None) -> bool:
+    """Make ``context`` this process's scoring context (None: none, settings come from the
+    environment) and set its :meth:`~ScoringContext.process_environment`; when the settings in
+    force change, the hub and reference sets are rebuilt on next use.  True if anything changed."""
+    before = dict(scoring_settings())
     set_installed_context(context)
+    settings_changed = dict(scoring_settings()) != before
     if settings_changed:
         _forget_built_state()
-    changed = settings_changed
-    for name, value in context.process_environment().items():
-        if os.environ.get(name) != value:
-            os.environ[name] = value
-            changed = True
-    return changed
+    environment_changed = _set_process_environment(context.process_environment() if context is not None else {})
+    return settings_changed or environment_changed
+
+
+@contextmanager
+def installed(context: ScoringContext | None) -> Iterator[None]:
+    """``context`` in force inside the block (None: whatever is in force already); the context
+    in force before comes back after it, so one library call cannot configure the next."""
+    if context is None:
+        yield
+        return
+    previous = installed_context()
+    install(context)
+    try:
+        yield
+    finally:
+        install(previous if isinstance(previous, ScoringContext) else None)
 
 
 def install_context(context: ScoringContext) -> None:
@@ -193,5 +226,5 @@ def current() -> ScoringContext:
 
 def reset() -> None:
     """Forget the installed context: settings come from the environment again (tests, notebooks)."""
-    set_installed_context(None)
+    install(None)
     _forget_built_state()

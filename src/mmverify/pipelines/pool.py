@@ -174,8 +174,10 @@ class OrderedPool:
         job = worker.job
         assert job is not None
         for event in events:
-            if event[0] == "warming":
-                job.started, job.warming, job.deadline = False, event[1], _deadline(self.warmup_timeout)
+            if event[0] == "warming":  # the first warm-up shares its budget with worker start-up
+                if job.warming is not None:
+                    job.deadline = _deadline(self.warmup_timeout)
+                job.warming = event[1]
             elif event[0] == "started":
                 # a batch's items each have their deadline inside the worker; the kill is the backstop
                 limit = self.timeout * 2 if job.together and self.timeout else self.timeout

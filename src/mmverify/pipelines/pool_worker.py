@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..models.cache import cache_problems, record_cache_problem, set_cache_problem_logging
 from ..models.judge_usage import UsageForwarder, merge_usage
-from .execute import fits, is_warm, score_item, score_locally, warm_up
+from .execute import fits, is_warm, score_locally, warm_up
 from .plan import WorkItem
 
 Initializer = Callable[..., None]
@@ -77,15 +77,17 @@ def cold_items(batch: Batch, is_cold: Callable[[WorkItem], bool]) -> Batch:
 
 
 def score_warm(items: Sequence[WorkItem], timeout: float | None) -> Iterator[dict[str, Any]]:
-    """Rows of items whose tasks are warm, in order: one item alone (the pool's deadline bounds it),
-    several together with their model calls batched and a deadline each."""
-    if len(items) == 1:
-        yield score_item(items[0])
-        return
-    from .batch import score_together
+    """Rows of items whose tasks are warm, in order, each under its own deadline in this process
+    (the pool's kill stays the backstop for hangs in native code); several items are scored
+    together, their model calls batched."""
 
     def alone(item: WorkItem) -> dict[str, Any]:
         return score_locally(item, timeout, warmup_timeout=None)
+
+    if len(items) == 1:
+        yield alone(items[0])
+        return
+    from .batch import score_together
 
     yield from score_together(items, alone, in_flight=len(items), timeout=timeout)
 
@@ -99,6 +101,8 @@ def score_batch(batch: Batch, timeout: float | None, forwarder: ProblemForwarder
         if row is not None:
             del pending[seq]
             yield ("rows", [(seq, row)], forwarder.new())
+    if not pending:  # every item was its task's first use, and every row fitted
+        return
     yield ("started",)
     for seq, row in zip(pending, score_warm(list(pending.values()), timeout)):
         yield ("rows", [(seq, row)], forwarder.new())

@@ -8,11 +8,14 @@ prints this per task; ``score --dry-run`` prints it for the tasks a manifest use
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..tasks.catalog import CATALOG, TASK_REGISTRY, judge_role
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .plan import Planner
     from .score import ScoreConfig
 
 # Task needs (the catalog's words) -> the model hub's capabilities.
@@ -110,14 +113,16 @@ def dry_run(config: "ScoreConfig") -> DryRun:
     """Plan every manifest line (parsing, instances, media paths, keys) and check what the planned
     tasks need; no model, judge or media decoder is called."""
     from ..data.manifest import iter_manifest_lines
-    from .context import install
+    from .context import installed
     from .score import build_planner
 
-    if config.context is not None:  # the keys and the readiness checks read it
-        install(config.context)
-    planner = build_planner(config)
+    with installed(config.context):  # the keys and the readiness checks read it
+        return _dry_run(config, build_planner(config), iter_manifest_lines)
+
+
+def _dry_run(config: "ScoreConfig", planner: "Planner", lines: Callable[[Path], Iterable[tuple[int, str]]]) -> DryRun:
     report = DryRun()
-    for line, text in iter_manifest_lines(config.manifest):
+    for line, text in lines(config.manifest):
         for entry in planner.plan_all(line, text):
             if isinstance(entry, dict):
                 messages = report.errors.setdefault(str(entry["task"]), {}).setdefault(entry["error"]["code"], [])

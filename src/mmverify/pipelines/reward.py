@@ -31,6 +31,7 @@ from ..core.errors import ErrorCode
 from ..core.hashing import digest_of
 from ..core.media import DEFAULT_LIMITS, MediaLimits
 from ..core.registry import UnknownIdError
+from ..core.settings import installed_context
 from ..data.instructions import InstructionSet
 from ..tasks.catalog import task_info
 from .deadlines import deadline
@@ -208,6 +209,10 @@ class Reward:
             profile=self.profile,
         )
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        install(self.context)  # a reward unpickled in another process brings its settings along
+
     # -- building items -----------------------------------------------------------------------------
     def item(
         self,
@@ -294,6 +299,8 @@ class Reward:
         rows are those they would get alone."""
         if lines is not None and len(lines) != len(items):
             raise ValueError(f"got {len(lines)} line numbers for {len(items)} items")
+        if installed_context() is not self.context:  # another reward's settings were installed since
+            install(self.context)
         planned = [self._plan_one(lines[i] if lines is not None else i + 1, item, convert) for i, item in enumerate(items)]
         if self.in_flight > 1:
             return list(score_together(planned, self._score, in_flight=self.in_flight, timeout=self.timeout))

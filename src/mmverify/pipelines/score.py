@@ -14,7 +14,7 @@ from ..data.instructions import InstructionSet
 from ..models.cache import cache_problems
 from ..models.judge_usage import usage_totals
 from ..data.manifest import is_stream, iter_manifest_lines, manifest_base_dir
-from .context import ScoringContext, current, install, install_context
+from .context import ScoringContext, current, install_context, installed
 from .execute import LocalExecutor, Planned
 from .plan import Planner, PlanStats
 from .outdir import LATEST_FILE, OutputLock, check_output_folder, claim_for_manifest, current_rows, manifest_fingerprint
@@ -111,9 +111,8 @@ def run_score(config: ScoreConfig, progress: Any = None) -> ScoreOutcome:
     """Score a manifest into ``config.out``; resumes from rows already there.  The folder is locked
     for the run; another manifest's folder is refused unless ``append`` or ``overwrite``."""
     check_output_folder(config.out)
-    if config.context is not None:  # planning (result keys) and in-process scoring read it too
-        install(config.context)
-    with OutputLock(config.out):
+    # planning (result keys) and in-process scoring read the context too
+    with installed(config.context), OutputLock(config.out):
         if config.manifest.is_file():  # a stream cannot be read twice; it is scored as an append
             fingerprint = manifest_fingerprint(config.manifest)
             claim_for_manifest(config.out, fingerprint, append=config.append, overwrite=config.overwrite)

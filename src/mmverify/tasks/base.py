@@ -93,15 +93,25 @@ def declared_attributes(family: type) -> set[str]:
     return {name for name in declared if not name.startswith("_")}
 
 
+VARIANTS_MODULE = "mmverify.tasks.variants"  # where catalog-row task classes are found by name (pickling)
+
+
+def variant_name(task_id: str) -> str:
+    """The class name of a catalog-row task: ``i_object_cot`` -> ``IObjectCot``."""
+    return "".join(part.capitalize() for part in task_id.split("_"))
+
+
 def task_variant(
     family: type[Task], task_id: str, *, version: int = 1, args: Iterable[tuple[str, Any]] = (), family_name: str | None = None
 ) -> type[Task]:
     """The task class of a catalog row: ``family`` with ``id``, ``version`` and ``args`` as class attributes.
 
-    ``family_name`` (default ``module:Class``), the family's own ``version`` and ``args`` join
-    :meth:`Task.params`, so a changed argument or a revised family changes the task's result keys.
-    An argument the family does not declare is an error (a typo would otherwise pass as an unused
-    attribute), and so is a declared attribute left without a value.
+    The family's class name (not its module, so moving code does not rescore), its own ``version``
+    and ``args`` join :meth:`Task.params`, so a changed argument or a revised family changes the
+    task's result keys.  An argument the family does not declare is an error (a typo would otherwise
+    pass as an unused attribute), and so is a declared attribute left without a value.  The class
+    lives in :mod:`mmverify.tasks.variants` by name, so built tasks pickle (a Reward travels to
+    worker processes with the tasks it has built).
     """
     name = family_name or f"{family.__module__}:{family.__qualname__}"
     if not (isinstance(family, type) and issubclass(family, Task)):
@@ -119,10 +129,10 @@ def task_variant(
         raise ValueError(f"task {task_id!r}: family {name} needs the argument(s) {', '.join(missing)}")
 
     def params(self: Task) -> Mapping[str, Any]:
-        return {**super(variant, self).params(), "family": name, "family_version": family.version, "args": dict(values)}
+        return {**super(variant, self).params(), "family": family.__qualname__, "family_version": family.version, "args": dict(values)}
 
-    class_name = "".join(part.capitalize() for part in task_id.split("_"))  # i_object_cot -> IObjectCot
-    namespace = {"__module__": family.__module__, "__qualname__": class_name, "id": task_id, "version": version}
+    class_name = variant_name(task_id)
+    namespace = {"__module__": VARIANTS_MODULE, "__qualname__": class_name, "id": task_id, "version": version}
     variant = type(class_name, (family,), {**namespace, **values, "params": params})
     return variant
 
