@@ -134,4 +134,4 @@ def _environment_restored_after_each_test():
         set_installed_context(None)
         from mmverify.models import hub
 
-        hub._HUB = None
+        hub.drop_hubs()

@@ -280,7 +280,7 @@ def demo_command(
     from .demo import write_demo
 
     manifest = write_demo(out)
-    console.print(f"wrote example manifest {manifest}")
+    console.print(f"wrote example manifest {manifest}", highlight=False, markup=False, soft_wrap=True)
     from .pipelines.score import ScoreConfig
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from mmverify.models.batching import BatchRound, compute_now, forward, shape_chunks
+from mmverify.models.batching import BatchRound, compute_now, forward, outside_round, shape_chunks
 from mmverify.pipelines.deadlines import deadline
 from mmverify.pipelines.execute import ItemTimeout
 
@@ -53,9 +53,16 @@ def _members(batch_round: BatchRound, jobs: list, results: dict, start: threadin
     return threads
 
 
+def _finish(threads: list[threading.Thread], patience_s: float = 120.0) -> None:
+    """Join ``threads``; a deadlock fails the test instead of hanging the suite."""
+    for thread in threads:
+        thread.join(patience_s)
+        assert not thread.is_alive(), "the members never finished: the round is deadlocked"
+
+
 def test_requests_of_all_members_share_one_batch():
     model, owner, results = Recorder(), object(), {}
-    batch_round = BatchRound()
+    batch_round = BatchRound(stall_s=None)  # only "every member waits" may run the partial batch
     start = threading.Barrier(3)  # all three are members before any asks: one round, one batch
     jobs = [(n, lambda n=n: forward(owner, "double", [n], model, 8)) for n in (1, 2, 3)]
     for thread in _members(batch_round, jobs, results, start):
@@ -99,7 +106,7 @@ def test_a_full_batch_runs_while_another_member_is_still_working():
 
 def test_a_member_past_its_deadline_leaves_and_its_inputs_are_never_computed():
     model, owner, results = Recorder(), object(), {}
-    batch_round = BatchRound()
+    batch_round = BatchRound(stall_s=None)  # the waiting input may not run on a stall
     release = threading.Event()
 
     def late():
@@ -134,3 +141,58 @@ def test_a_fault_outside_the_model_call_still_answers_every_waiting_request(monk
         thread.join()
     batch_round.close()
     assert isinstance(results["a"], KeyError)
+
+
+def test_a_stalled_round_runs_its_partial_batch():
+    """A member that waits on something other than a model (here: on the answer another member is
+    waiting for) cannot hold that member's partial batch for ever."""
+    model, owner, results = Recorder(), object(), {}
+    batch_round = BatchRound(stall_s=0.05)
+    answered = threading.Event()
+
+    def asks():
+        outputs = forward(owner, "double", [4], model, 8)
+        answered.set()
+        return outputs
+
+    def waits_for_the_answer():
+        answered.wait()
+        return forward(owner, "double", [5], model, 8)
+
+    start = threading.Barrier(2)  # both are members before either asks
+    _finish(_members(batch_round, [("asks", asks), ("waits", waits_for_the_answer)], results, start))
+    batch_round.close()
+    assert results == {"asks": [8], "waits": [10]}
+    assert model.batches == [[4] * 8, [5] * 8]
+
+
+def test_work_outside_the_round_is_computed_at_once_in_its_own_thread():
+    """Bulk work under a lock other members wait on (a reference index being built) cannot wait for
+    their requests: it runs in its own thread, and the round serves the others once it is done."""
+    threads_seen: list[str] = []
+
+    def model(batch):
+        threads_seen.append(threading.current_thread().name)
+        return [2 * x for x in batch]
+
+    owner, results, index_lock = object(), {}, threading.Lock()
+    batch_round = BatchRound(stall_s=None)  # no stall rule: only outside_round can avoid the deadlock
+    start = threading.Barrier(2)
+    builder_has_lock = threading.Event()
+
+    def builds_the_index():
+        with index_lock:
+            builder_has_lock.set()
+            with outside_round():
+                return forward(owner, "double", [1, 2, 3], model, 4)
+
+    def needs_the_index():
+        builder_has_lock.wait()
+        with index_lock:
+            return forward(owner, "double", [7], model, 4)
+
+    _finish(_members(batch_round, [("builder", builds_the_index), ("other", needs_the_index)], results, start))
+    batch_round.close()
+    assert results == {"builder": [2, 4, 6], "other": [14]}
+    assert threads_seen[0] != "mmverify-device" and threads_seen[1] == "mmverify-device"
+    assert batch_round.batches_run == 1  # only the other member's request went through the round

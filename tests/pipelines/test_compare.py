@@ -264,3 +264,10 @@ def test_result_does_not_depend_on_the_process_hash_seed(tmp_path: Path):
         for seed in ("1", "2", "3")
     }  # fmt: skip
     assert len(outputs) == 1
+
+
+def test_an_error_naming_a_long_path_prints_the_path_whole(tmp_path: Path):
+    _write_run(tmp_path / "a", [_row("t", "t/0", 0.5)])
+    missing = tmp_path / ("deep-" * 30) / "[run]"  # wider than the terminal, with markup brackets
+    result = CliRunner().invoke(_cli(), ["compare", str(tmp_path / "a"), str(missing)])
+    assert result.exit_code == 2 and f"{missing} does not exist" in result.output, result.output

@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
-EXIT_USAGE = 2
-
-
-def _fail(console: Console, message: str) -> NoReturn:
-    console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
-    raise typer.Exit(EXIT_USAGE)
+from .common import fail
 
 
-def _components(items: list[str], console: Console) -> dict[str, str]:
+def _components(items: list[str]) -> dict[str, str]:
     mapping = {}
     for item in items:
         task, sep, name = item.partition("=")
         if not sep or not task or not name:
-            _fail(console, f"--component must look like task=component, got {item!r}")
+            fail(f"--component must look like task=component, got {item!r}")
         mapping[task] = name
     return mapping
 
@@ -51,21 +45,21 @@ def calibrate_command(
 
     stderr, stdout = Console(stderr=True), Console()
     if direction not in (">", "<", "auto"):
-        _fail(stderr, "--direction must be '>', '<' or 'auto'")
+        fail("--direction must be '>', '<' or 'auto'")
     if objective not in OBJECTIVES:
-        _fail(stderr, f"--objective must be one of {', '.join(OBJECTIVES)}")
+        fail(f"--objective must be one of {', '.join(OBJECTIVES)}")
     if tie_policy not in TIE_POLICIES:
-        _fail(stderr, f"--tie-policy must be one of {', '.join(TIE_POLICIES)}")
+        fail(f"--tie-policy must be one of {', '.join(TIE_POLICIES)}")
     if label_kind not in LABEL_KINDS:
-        _fail(stderr, f"--label-kind must be one of {', '.join(LABEL_KINDS)}")
+        fail(f"--label-kind must be one of {', '.join(LABEL_KINDS)}")
     config = CalibrationConfig(
-        results=results, labels=labels, out=out, components=_components(component, stderr), direction=direction,
+        results=results, labels=labels, out=out, components=_components(component), direction=direction,
         objective=objective, folds=folds, pairs=pairs, tie_policy=tie_policy, epsilon=epsilon,
         min_matched=min_matched, label_kind=label_kind, manifest=manifest,
     )  # fmt: skip
     try:
         metrics = run_calibration(config)
     except ValueError as exc:
-        _fail(stderr, str(exc))
+        fail(str(exc))
     print_calibration(metrics, stdout, stderr)
-    stderr.print(f"wrote {out / 'thresholds.json'}, {out / 'metrics.json'}, {out / 'report.html'}", highlight=False, markup=False)
+    stderr.print(f"wrote {out / 'thresholds.json'}, {out / 'metrics.json'}, {out / 'report.html'}", highlight=False, markup=False, soft_wrap=True)

@@ -6,6 +6,7 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 console = Console(stderr=True)
 stdout = Console()
@@ -14,5 +15,7 @@ EXIT_ERROR_ROWS = 3  # score --fail-on-errors: the run completed with error rows
 
 
 def fail(message: str) -> NoReturn:
-    console.print(f"[red]error:[/red] {message}")
+    """Print ``message`` (plain text: paths may hold [brackets]) on one unwrapped line, so a path in
+    it can be copied whole, and exit with the usage code."""
+    console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_USAGE)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
-EXIT_USAGE = 2
+from .common import fail
 
 
 def compare_command(
@@ -31,10 +30,6 @@ def compare_command(
 
     stderr, stdout = Console(stderr=True), Console()
 
-    def fail(message: str) -> NoReturn:
-        stderr.print(f"[red]error:[/red] {escape(message)}", highlight=False)
-        raise typer.Exit(EXIT_USAGE)
-
     if len(runs) < 2:
         fail("compare needs at least two runs (a baseline and one to compare with it)")
     if aggregate not in AGGREGATIONS:
@@ -51,9 +46,9 @@ def compare_command(
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        stderr.print(f"wrote {json_out}", highlight=False, markup=False)
+        stderr.print(f"wrote {json_out}", highlight=False, markup=False, soft_wrap=True)
     if html_out is not None:
         from ..reports.compare_html import write_compare_html
 
         write_compare_html(result, html_out)
-        stderr.print(f"wrote {html_out}", highlight=False, markup=False)
+        stderr.print(f"wrote {html_out}", highlight=False, markup=False, soft_wrap=True)

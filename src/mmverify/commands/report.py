@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import NoReturn
 
 import typer
-from rich.markup import escape
 
-from .common import console, stdout
-from .common import fail as fail_markup
+from .common import console, fail, stdout
 
 
 def report_command(
@@ -34,9 +31,6 @@ def report_command(
     browsable report and the leaderboard CSV; --compare adds the differences to other runs."""
     from ..pipelines.report import render_markdown
     from ..reports.usage import usage_markdown
-
-    def fail(message: str) -> NoReturn:
-        fail_markup(escape(message))  # paths may hold [brackets]
 
     path = run_dir / "summary.json"
     if not path.is_file():
@@ -65,4 +59,4 @@ def report_command(
 
         page = write_html_report(run_dir, max_media=max_media, comparison=comparison)
         table = write_leaderboard_csv(run_dir)
-        console.print(f"wrote {page} and {table}", highlight=False, markup=False)
+        console.print(f"wrote {page} and {table}", highlight=False, markup=False, soft_wrap=True)

@@ -15,6 +15,17 @@ to the round's device thread and waits.  The device thread runs a chunk as soon 
 one kind is waiting, and everything that waits once every item thread of the round is waiting on a
 model or done -- so decoding and resampling of some items overlap the model work of others.  A
 chunk that fails is run again request by request, so one bad input fails only its own item.
+
+Two rules keep a round moving when an item thread waits on something other than a model:
+
+* one-off bulk work done under a lock that other items wait on (building a reference index) runs
+  :func:`outside_round`: its forwards are computed at once in its own thread, since the items
+  blocked on that lock could never join its partial batch;
+* when nothing has happened in the round for ``stall_s`` seconds (no request, no answer, no item
+  joining or leaving) while inputs wait, they run anyway -- the item threads that are not waiting
+  are busy elsewhere (a judge call, a slow decode) and would only delay them.
+
+Neither can change a byte: a row's output does not depend on what shares its batch.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from typing import Any, Callable, Hashable, Iterator, Sequence
 Compute = Callable[[list[Any]], Sequence[Any]]
 ShapeOf = Callable[[Any], Hashable]
 _POLL_S = 0.05  # how often a waiting item thread wakes, so a deadline raised in it is delivered
+STALL_S = 1.0  # a round in which nothing happened this long runs its partial batches
 
 
 def one_shape(_: Any) -> None:
@@ -71,6 +83,18 @@ def current_round() -> "BatchRound | None":
     return getattr(_LOCAL, "round", None)
 
 
+@contextmanager
+def outside_round() -> Iterator[None]:
+    """Model calls inside are computed at once in this thread, and the thread stops counting as a
+    member of its round meanwhile: for one-off bulk work done under a lock other members wait on."""
+    batch_round = current_round()
+    if batch_round is None:
+        yield
+        return
+    with batch_round.away():
+        yield
+
+
 def forward(
     owner: object, kind: Hashable, inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = one_shape
 ) -> list[Any]:
@@ -110,7 +134,9 @@ class BatchRound:
     """Items scored together: their model requests are merged per backend and kind, and run on
     one device thread.  Item threads join with :meth:`member`."""
 
-    def __init__(self) -> None:
+    def __init__(self, stall_s: float | None = STALL_S) -> None:
+        self.stall_s = stall_s  # None: partial batches wait for every member, however long
+        self._events = 0  # counts everything that happens in the round, to tell a stall
         self._cond = threading.Condition()
         self._groups: dict[tuple[int, Hashable, Hashable], _Group] = {}
         self._owners: dict[int, object] = {}  # keeps owners alive so their ids stay unique
@@ -128,23 +154,36 @@ class BatchRound:
         about to start would otherwise miss the partial batch of those already waiting."""
         with self._cond:
             self._starting = busy
-            self._cond.notify_all()
+            self._changed()
 
     # -- item threads -------------------------------------------------------------------------
     @contextmanager
     def member(self) -> Iterator[None]:
         """The calling thread's model requests go through this round while inside."""
-        with self._cond:
-            self._members += 1
+        self._join(1)
         previous = current_round()
         _LOCAL.round = self
         try:
             yield
         finally:
             _LOCAL.round = previous
-            with self._cond:
-                self._members -= 1
-                self._cond.notify_all()
+            self._join(-1)
+
+    @contextmanager
+    def away(self) -> Iterator[None]:
+        """Inside, the calling member computes its model calls itself (see :func:`outside_round`)."""
+        self._join(-1)
+        _LOCAL.round = None
+        try:
+            yield
+        finally:
+            _LOCAL.round = self
+            self._join(1)
+
+    def _join(self, count: int) -> None:
+        with self._cond:
+            self._members += count
+            self._changed()
 
     def submit(
         self, owner: object, kind: Hashable, inputs: list[Any], compute: Compute, batch_size: int, shape: ShapeOf
@@ -161,7 +200,7 @@ class BatchRound:
                     group = self._groups[key] = _Group(compute, batch_size)
                 group.entries.append((request, index, item))
             self._waiting += 1
-            self._cond.notify_all()
+            self._changed()
         try:
             while not request.done.wait(_POLL_S):
                 pass
@@ -177,7 +216,12 @@ class BatchRound:
     def close(self) -> None:
         with self._cond:
             self._closed = True
-            self._cond.notify_all()
+            self._changed()
+
+    def _changed(self) -> None:
+        """Something happened in the round (lock held): wake the device thread."""
+        self._events += 1
+        self._cond.notify_all()
 
     def _finish(self, request: _Request, error: BaseException | None = None) -> None:
         """Mark ``request`` answered (lock held); its thread stops counting as waiting."""
@@ -187,14 +231,15 @@ class BatchRound:
         request.error = error
         self._waiting -= 1
         request.done.set()
-        self._cond.notify_all()
+        self._changed()
 
-    def _take(self) -> list[tuple[_Group, list[tuple[_Request, int, Any]]]]:
-        """Chunks ready to run (lock held): any full batch; everything once no member is working."""
+    def _take(self, stalled: bool = False) -> list[tuple[_Group, list[tuple[_Request, int, Any]]]]:
+        """Chunks ready to run (lock held): any full batch; everything once no member is working
+        or the round has ``stalled``."""
         for group in self._groups.values():
             if len(group.entries) >= group.batch_size:
                 return [(group, [group.entries.popleft() for _ in range(group.batch_size)])]
-        if (self._waiting < self._members or self._starting) and not self._closed:
+        if (self._waiting < self._members or self._starting) and not (self._closed or stalled):
             return []
         work = []
         for group in self._groups.values():
@@ -209,8 +254,10 @@ class BatchRound:
                 while not work:
                     if self._closed:
                         return
-                    self._cond.wait()
-                    work = self._take()
+                    seen = self._events
+                    pending = self.stall_s is not None and any(group.entries for group in self._groups.values())
+                    self._cond.wait(self.stall_s if pending else None)
+                    work = self._take(stalled=pending and self._events == seen)
             for group, chunk in work:
                 try:
                     self._run(group, chunk)

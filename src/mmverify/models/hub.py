@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import threading
 import typing
+from collections import OrderedDict
 from typing import Any, Mapping
 
 from ..core.registry import UnknownIdError
@@ -155,6 +156,7 @@ class ModelHub:
         self._instances: dict[str, Backend] = {}
         self._judges: dict[Any, Any] = {}
         self._lock = threading.Lock()
+        self.warm_tasks: set[tuple[str, str]] = set()  # (task, profile) whose first use ran on this hub
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> "ModelHub":
@@ -253,12 +255,35 @@ def _with_alternatives(exc: ModelUnavailable, capability: str, name: str) -> Mod
 
 
 _HUB: ModelHub | None = None
+PARKED_HUBS = 2  # hubs kept, models loaded, for settings that were in force before the current ones
+_PARKED: "OrderedDict[tuple[tuple[str, str], ...], ModelHub]" = OrderedDict()
 
 
 def get_hub() -> ModelHub:
     """The process-wide hub, configured on first use by the scoring context in force (installing
-    another context drops it)."""
+    another context swaps it, see :func:`switch_hub`)."""
     global _HUB
     if _HUB is None:
         _HUB = ModelHub.from_context()
     return _HUB
+
+
+def switch_hub(before: Mapping[str, str], after: Mapping[str, str]) -> None:
+    """The settings in force changed from ``before`` to ``after``: park the hub built under
+    ``before`` and take back the one parked under ``after``, if any -- so alternating between two
+    :class:`~mmverify.pipelines.reward.Reward` objects does not load their models again each call.
+    The :data:`PARKED_HUBS` most recently used are kept."""
+    global _HUB
+    if _HUB is not None:
+        _PARKED[tuple(sorted(before.items()))] = _HUB
+        _PARKED.move_to_end(tuple(sorted(before.items())))
+    _HUB = _PARKED.pop(tuple(sorted(after.items())), None)
+    while len(_PARKED) > PARKED_HUBS:
+        _PARKED.popitem(last=False)
+
+
+def drop_hubs() -> None:
+    """Forget the hub in force and every parked one (their models are freed once unused)."""
+    global _HUB
+    _HUB = None
+    _PARKED.clear()

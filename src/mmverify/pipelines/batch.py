@@ -24,9 +24,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ..core.errors import ErrorCode
 from ..models.batching import BatchRound
-from ..tasks.catalog import CATALOG
 from .deadlines import deadline
-from .execute import ItemTimeout, Planned, error_row, is_warm, score_item, timeout_row
+from .execute import ItemTimeout, Planned, error_row, is_warm, score_item, timeout_row, uses_models
 from .plan import WorkItem
 
 Row = dict[str, Any]
@@ -41,12 +40,6 @@ class _Slot:
         self.done = threading.Event()
         if row is not None:
             self.done.set()
-
-
-def uses_models(item: WorkItem) -> bool:
-    """Whether the item's task calls a model or a judge (tasks outside the catalog are assumed to)."""
-    info = CATALOG.get(item.task)
-    return info is None or bool(info.needs)
 
 
 def _score_member(batch_round: BatchRound, item: WorkItem, timeout: float | None, slot: _Slot, free: threading.Semaphore) -> None:

@@ -31,7 +31,8 @@ from typing import Any, Iterable, Iterator, Union
 
 from ..core.errors import ErrorCode, GenerationFault, ScoringError
 from ..core.types import Check
-from ..tasks.catalog import TASK_REGISTRY
+from ..models.hub import get_hub
+from ..tasks.catalog import CATALOG, TASK_REGISTRY
 from ..tasks.models import declared
 from ..tasks.response import Response
 from .plan import WorkItem
@@ -65,9 +66,17 @@ def _task_for(item: WorkItem) -> Any:
     return _TASKS[built]
 
 
+def uses_models(item: WorkItem) -> bool:
+    """Whether the item's task calls a model or a judge (tasks outside the catalog are assumed to)."""
+    info = CATALOG.get(item.task)
+    return info is None or bool(info.needs)
+
+
 def is_warm(item: WorkItem) -> bool:
-    """Whether this process has already built the item's task (its warm-up is behind it)."""
-    return (item.task, item.profile) in _TASKS
+    """Whether the item's task had its first use here (its warm-up is behind it) -- with the models
+    in force: a task warmed under other settings is cold again, their models are not loaded."""
+    built = (item.task, item.profile)
+    return built in _TASKS and (not uses_models(item) or built in get_hub().warm_tasks)
 
 
 def warm_up(item: WorkItem) -> tuple[dict[str, Any], float]:
@@ -86,6 +95,8 @@ def warm_up(item: WorkItem) -> tuple[dict[str, Any], float]:
         raise
     except Exception:
         pass  # scoring meets the same failure and turns it into the item's row
+    if uses_models(item):
+        get_hub().warm_tasks.add((item.task, item.profile))
     started = time.monotonic()
     row = score_item(item)
     return row, time.monotonic() - started

@@ -31,8 +31,7 @@ from multiprocessing.connection import wait
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from ..core.errors import ErrorCode
-from .batch import uses_models
-from .execute import DEFAULT_WARMUP_TIMEOUT, Planned, error_row, timeout_row, warmup_timeout_row
+from .execute import DEFAULT_WARMUP_TIMEOUT, Planned, error_row, timeout_row, uses_models, warmup_timeout_row
 from .plan import WorkItem
 from .pool_worker import Batch, Event, Initializer, process_main, receive_report
 

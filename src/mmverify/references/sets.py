@@ -28,6 +28,7 @@ from ..core.errors import ErrorCode, ScoringError
 from ..core.media import MediaError
 from ..core.registry import UnknownIdError
 from ..core.settings import Settings, setting
+from ..models.batching import outside_round
 from .index import PUBLISHED_LOAD_RATE, ReferenceEmbedder, ReferenceIndex, preprocessing_of
 from .layouts import scan
 
@@ -155,10 +156,12 @@ class ReferenceSet:
             if key not in self._indexes:
                 log.info("indexing reference set %s (%s) at %s with %s", self.name, self.layout, self.root, key)
                 try:
-                    index = ReferenceIndex.build(
-                        self.layout, self.root, embedder, Settings().cache_dir / "references",
-                        progress=progress, load_rate=load_rate,
-                    )
+                    # items scored together wait on this lock, so they cannot share its batches
+                    with outside_round():
+                        index = ReferenceIndex.build(
+                            self.layout, self.root, embedder, Settings().cache_dir / "references",
+                            progress=progress, load_rate=load_rate,
+                        )
                 except (OSError, ValueError, MediaError) as exc:
                     raise self._unusable(exc) from None
                 self._indexes[key] = index

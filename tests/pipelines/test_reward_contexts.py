@@ -1,0 +1,67 @@
+"""Several rewards in one process: each keeps its own models, and scoring together stays live when
+the settings change between calls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mmverify.models import hub as hub_module
+from mmverify.pipelines.reward import Reward
+from tests.models.test_clap import build_tiny_clap
+from tests.tasks.test_sound import esc50_tree, noise, refs, tone, write
+
+
+def test_alternating_rewards_take_back_their_own_hub():
+    """Each reward installs its settings when called; the hub of the settings it replaces is
+    parked, models loaded, and comes back when those settings do -- up to PARKED_HUBS of them."""
+    rewards = [Reward("i_structure", env={"MMVERIFY_TEST_SETTING": str(n)}) for n in range(4)]
+    answer = [({"order": ["t"]}, ["some text"])]
+    hubs = []
+    for reward in rewards[:2]:
+        reward(answer)
+        hubs.append(hub_module.get_hub())
+    assert hubs[0] is not hubs[1]
+    for _ in range(2):
+        for reward, hub in zip(rewards[:2], hubs):
+            reward(answer)
+            assert hub_module.get_hub() is hub
+    for reward in rewards[2:]:  # two more settings: the first reward's hub is now the oldest parked
+        reward(answer)
+        hub_module.get_hub()
+    rewards[0](answer)
+    assert hub_module.get_hub() is not hubs[0]
+    rewards[3](answer)
+    rewards[1](answer)
+    assert hub_module.get_hub() is not hubs[1]
+
+
+@pytest.mark.slow
+def test_scoring_together_under_new_settings_indexes_references_and_scores_every_item(tmp_path: Path):
+    """The CLAP task was first used by another reward, so it is built; under the new settings its
+    reference index must be built again, on a batch shape (16) that the 8 references leave partly
+    empty, while other items of the batch wait for that index.  Every item is scored, with the
+    rows of scoring one by one."""
+    tiny_clap = build_tiny_clap(tmp_path / "clap")
+    tree = esc50_tree(tmp_path / "ESC-50", {
+        "dog": refs(tone(1, 300, seed=1), copies=3, unrelated=1),
+        "rain": refs(noise(1, seed=2), copies=3, unrelated=1),
+    })  # fmt: skip
+    items = []
+    for index in range(6):
+        clip = tone(1, 250 + 40 * index, seed=index) if index % 2 else noise(1, seed=10 + index)
+        path = write(tmp_path / f"clip{index}.wav", clip)
+        items.append({"task": "a_sound_cot", "instance": {"target": ("dog", "rain")[index % 2]}, "parts": [{"type": "audio", "path": str(path)}]})
+    env = {"MMVERIFY_REFERENCES": f"esc50={tree}", "MMVERIFY_NO_OUTPUT_CACHE": "1"}
+
+    def reward(batch_size: int, in_flight: int) -> Reward:
+        models = f"audio_text=clap-hf@{tiny_clap}?batch_size={batch_size}"
+        return Reward(models=models, device="cpu", env=env, cache_dir=tmp_path / "cache", in_flight=in_flight)
+
+    reward(1, 1).rows(items[:1])  # the task is built and warm, under other settings
+    together = [json.dumps(row) for row in reward(16, 4).rows(items)]
+    one_by_one = [json.dumps(row) for row in reward(16, 1).rows(items)]
+    assert [json.loads(row)["status"] for row in together] == ["scored"] * len(items), together
+    assert together == one_by_one
