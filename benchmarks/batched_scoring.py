@@ -8,11 +8,17 @@ and scores two tasks through the Reward API, in this process, with the output ca
 - ``a_sound_cot`` (CLAP: the whole clip against its class's references), and
 - ``a_speech_translate`` (Whisper: transcript BLEU; the decode length is fixed by ``--max-new-tokens``).
 
-For each it prints items/s with ``in_flight=1`` (one item at a time) and ``in_flight=N`` (N items
-scored together, their forwards merged into batches), the speed-up, whether the rows are
-byte-identical to one-by-one scoring at the same batch shape.  One by one runs at batch shape 1
-(nothing padded: the fastest way to score single items); together at ``--batch-size``.  Timings
-are the best of ``--repeats``.
+For each it prints items/s of three ways to score:
+
+- *before*: one item at a time with the checkpoint's numpy feature extractor (``features=numpy``),
+  the way every task scored before batch-first scoring;
+- *one by one*: ``in_flight=1`` with the torch front-end;
+- *together*: ``in_flight=N``, N items scored at once, their forwards merged into batches;
+
+the speed-ups of together over both, and whether together's rows are byte-identical to one-by-one
+scoring at the same batch shape.  Before and one by one run at batch shape 1 (nothing padded: the
+fastest way to score single items); together at ``--batch-size``.  Timings are the best of
+``--repeats``.
 
     python3 benchmarks/batched_scoring.py --items 64 --in-flight 32
     python3 benchmarks/batched_scoring.py --full --device cuda --items 2048 --in-flight 256 --batch-size 128
@@ -125,18 +131,19 @@ def compare(name: str, reward_for: Callable[[int, int], Reward], items: list[dic
     """One by one (batch shape 1: no padding, the fastest way to score single items) vs together
     (batch shape ``--batch-size``); identity is checked against one by one at the same shape."""
     rates, rows = {}, {}
-    for label, flight, shape in (("one_by_one", 1, 1), ("together", args.in_flight, args.batch_size)):
-        reward = reward_for(flight, shape)
+    ways = (("before", 1, 1, "numpy"), ("one_by_one", 1, 1, "torch"), ("together", args.in_flight, args.batch_size, "torch"))
+    for label, flight, shape, features in ways:
+        reward = reward_for(flight, shape, features)
         reward.rows(items[:2])  # loads the model and indexes the references outside the timing
         rates[label], scored = best_rate(lambda: reward.rows(items), len(items), args.repeats)
         rows[label] = [json.dumps(row) for row in scored]
-    same_shape = [json.dumps(row) for row in reward_for(1, args.batch_size).rows(items[: args.check])]
+    same_shape = [json.dumps(row) for row in reward_for(1, args.batch_size, "torch").rows(items[: args.check])]
     errors = [json.loads(row)["error"] for row in rows["together"] if json.loads(row)["status"] == "error"]
     if errors:
         print(f"  {name}: {len(errors)} error rows, first: {errors[0]}")
     return {
         "task": name, **rates, "speedup": rates["together"] / rates["one_by_one"],
-        "identical": same_shape == rows["together"][: args.check],
+        "speedup_before": rates["together"] / rates["before"], "identical": same_shape == rows["together"][: args.check],
     }  # fmt: skip
 
 
@@ -188,6 +195,9 @@ def main() -> None:
     from mmverify.envfix import install_torchvision_op_stubs
 
     install_torchvision_op_stubs()  # lets transformers import where torchvision's compiled ops cannot load
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.set_verbosity_error()  # a fixed decode length warns on every generate call
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -199,9 +209,9 @@ def main() -> None:
         references = esc50_references(root / "ESC-50", per_class=12)
         env = {"MMVERIFY_REFERENCES": f"esc50={references}", "MMVERIFY_NO_OUTPUT_CACHE": "1"}
 
-        def reward_for(spec: str) -> Callable[[int, int], Reward]:
-            def build(flight: int, shape: int) -> Reward:
-                models = spec.format(options=f"batch_size={shape}")
+        def reward_for(spec: str) -> Callable[[int, int, str], Reward]:
+            def build(flight: int, shape: int, features: str) -> Reward:
+                models = spec.format(options=f"batch_size={shape}&features={features}")
                 return Reward(
                     models=models, device=args.device, precision=args.precision, env=env, in_flight=flight, cache_dir=root / "cache"
                 )
@@ -232,9 +242,12 @@ def main() -> None:
     size = "full-size" if args.full else "tiny"
     print(f"{args.items} items of {args.clip_seconds:g} s, {size} random-init models on {args.device}, "
           f"{args.precision}, batch shape {args.batch_size}, {args.in_flight} items in flight, best of {args.repeats}")  # fmt: skip
-    print(f"{'task':32} {'one by one':>14} {'together':>14} {'speed-up':>9}  identical rows")
+    print(f"{'task':30} {'before':>12} {'one by one':>12} {'together':>12}  {'vs one by one':>13}  {'vs before':>9}  identical rows")
     for r in results:
-        print(f"{r['task']:32} {r['one_by_one']:10.1f} it/s {r['together']:10.1f} it/s {r['speedup']:8.2f}x  {'yes' if r['identical'] else 'NO'}")
+        print(
+            f"{r['task']:30} {r['before']:7.1f} it/s {r['one_by_one']:7.1f} it/s {r['together']:7.1f} it/s  "
+            f"{r['speedup']:12.2f}x  {r['speedup_before']:8.2f}x  {'yes' if r['identical'] else 'NO'}"
+        )
     if pooled:
         print(f"mmverify score --workers {args.workers}, worker start-up and model loading included")
         print(f"{'task':32} {'one by one':>14} {'together':>14} {'speed-up':>9}  max |score difference| (batch shapes 1 and {args.batch_size})")

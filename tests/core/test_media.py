@@ -142,6 +142,24 @@ def test_resample_identity_and_length():
     assert len(resample(signal, 8000, 16000)) == 2000
 
 
+@pytest.mark.parametrize("rates", [(22050, 48000), (44100, 48000), (48000, 16000), (24000, 16000), (8000, 22050), (44100, 22050)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16])
+def test_resample_gives_the_bytes_of_scipys_resample_poly(rates, dtype):
+    """The filter is designed once per rate pair instead of per call: the output must not move a bit."""
+    from math import gcd
+
+    from scipy.signal import resample_poly
+
+    source, target = rates
+    divisor = gcd(source, target)
+    rng = np.random.default_rng(source + target)
+    for length in (1, 9, 4410, 33_333):
+        signal = (rng.normal(size=length) * (3000 if dtype is np.int16 else 0.3)).astype(dtype)
+        expected = resample_poly(signal, target // divisor, source // divisor).astype(np.float32)
+        for _ in range(2):  # the second call uses the stored filter
+            assert resample(signal, source, target).tobytes() == expected.tobytes()
+
+
 def test_decode_errors_carry_no_object_addresses():
     """Messages end up in result rows, which must be byte-identical between processes."""
     from mmverify.core.media import MediaError, load_image
