@@ -13,6 +13,20 @@ from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The suite sees the same environment on every machine, whatever the shell that started it set.
+# Done here, at import, because typer reads its variables when it is first imported and rich pins a
+# console's width to COLUMNS when the console is made (the CLI makes its consoles at import):
+# * terminal settings: colour forced on (FORCE_COLOR, TTY_COMPATIBLE; typer also forces a terminal
+#   under GITHUB_ACTIONS or PY_COLORS, which _TYPER_FORCE_DISABLE_TERMINAL turns off) puts escape
+#   codes into the output the CLI tests read, and a fixed width changes where lines wrap;
+# * the developer's scoring settings (a judge, models, reference sets, device...): tests set the
+#   ones they need.  Only the locations of the test data and of the model cache are kept.
+for _name in ("FORCE_COLOR", "TTY_COMPATIBLE", "COLUMNS", "LINES", "TERMINAL_WIDTH"):
+    os.environ.pop(_name, None)
+os.environ["_TYPER_FORCE_DISABLE_TERMINAL"] = "1"
+for _name in [n for n in os.environ if n.startswith("MMVERIFY_") and n not in ("MMVERIFY_MMMG_DIR", "MMVERIFY_CACHE_DIR")]:
+    del os.environ[_name]
+
 
 def mmmg_root() -> Path:
     """The MMMG data folder: ``$MMVERIFY_MMMG_DIR``, else ``shared/mmmg`` next to the repository."""
@@ -130,8 +144,8 @@ def _environment_restored_after_each_test():
     if environment_changed:
         os.environ.clear()
         os.environ.update(saved)
-    if environment_changed or installed_context() is not None:
-        set_installed_context(None)
-        from mmverify.models import hub
+    from mmverify.models import hub
 
+    if environment_changed or installed_context() is not None or hub._PARKED:
+        set_installed_context(None)
         hub.drop_hubs()

@@ -196,3 +196,15 @@ def test_work_outside_the_round_is_computed_at_once_in_its_own_thread():
     assert results == {"builder": [2, 4, 6], "other": [14]}
     assert threads_seen[0] != "mmverify-device" and threads_seen[1] == "mmverify-device"
     assert batch_round.batches_run == 1  # only the other member's request went through the round
+
+
+def test_only_a_member_can_step_out_of_its_round():
+    batch_round = BatchRound(stall_s=None)
+    with pytest.raises(RuntimeError, match="only a member"):
+        with batch_round.away():
+            pass
+    with batch_round.member():
+        with batch_round.away():
+            assert forward(object(), "double", [3], Recorder(), 2) == [6]  # computed here, not by the round
+    batch_round.close()
+    assert batch_round.batches_run == 0

@@ -17,25 +17,48 @@ from tests.tasks.test_sound import esc50_tree, noise, refs, tone, write
 def test_alternating_rewards_take_back_their_own_hub():
     """Each reward installs its settings when called; the hub of the settings it replaces is
     parked, models loaded, and comes back when those settings do -- up to PARKED_HUBS of them."""
-    rewards = [Reward("i_structure", env={"MMVERIFY_TEST_SETTING": str(n)}) for n in range(4)]
+    count = hub_module.PARKED_HUBS + 2
+    rewards = [Reward("i_structure", env={"MMVERIFY_TEST_SETTING": str(n)}) for n in range(count)]
     answer = [({"order": ["t"]}, ["some text"])]
     hubs = []
-    for reward in rewards[:2]:
+    for reward in rewards[: hub_module.PARKED_HUBS + 1]:
         reward(answer)
         hubs.append(hub_module.get_hub())
-    assert hubs[0] is not hubs[1]
+    assert len({id(hub) for hub in hubs}) == len(hubs)
     for _ in range(2):
-        for reward, hub in zip(rewards[:2], hubs):
+        for reward, hub in zip(rewards, hubs):
             reward(answer)
             assert hub_module.get_hub() is hub
-    for reward in rewards[2:]:  # two more settings: the first reward's hub is now the oldest parked
-        reward(answer)
-        hub_module.get_hub()
+    rewards[-1](answer)  # one settings more than can be kept: the least recently used hub goes
+    hub_module.get_hub()
     rewards[0](answer)
     assert hub_module.get_hub() is not hubs[0]
-    rewards[3](answer)
-    rewards[1](answer)
-    assert hub_module.get_hub() is not hubs[1]
+
+
+def test_rewards_that_differ_only_in_references_or_judges_share_one_hub(tmp_path: Path):
+    """Reference folders and judge settings are read elsewhere, so their models are loaded once."""
+    first = Reward("i_structure", references=[f"esc50={tmp_path / 'a'}"])
+    hub = hub_module.get_hub()
+    Reward("i_structure", references=[f"esc50={tmp_path / 'b'}"], env={"MMVERIFY_VLM_MODEL": "judge-x"})
+    assert hub_module.get_hub() is hub
+    Reward("i_structure", models=["beat_tracker=librosa-beats"])
+    assert hub_module.get_hub() is not hub
+    first([({"order": ["t"]}, ["text"])])
+    assert hub_module.get_hub() is hub
+
+
+def test_a_hub_is_parked_under_the_settings_it_was_built_with(monkeypatch, tmp_path: Path):
+    """Settings read from the environment can change under a built hub; leaving an installed
+    context must then give a hub of the environment's settings now, not the stale one back."""
+    from mmverify.pipelines.context import ScoringContext, installed
+
+    monkeypatch.setenv("MMVERIFY_MODELS", f"audio_text=clap-hf@{tmp_path / 'a'}")
+    stale = hub_module.get_hub()
+    monkeypatch.setenv("MMVERIFY_MODELS", f"audio_text=clap-hf@{tmp_path / 'b'}")
+    with installed(ScoringContext(models=f"audio_text=clap-hf@{tmp_path / 'c'}")):
+        assert hub_module.get_hub().overrides["audio_text"][1].endswith("c")
+    assert hub_module.get_hub() is not stale
+    assert hub_module.get_hub().overrides["audio_text"][1].endswith("b")
 
 
 @pytest.mark.slow

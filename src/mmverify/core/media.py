@@ -142,11 +142,14 @@ def resample(signal: np.ndarray, orig_sr: int, target_sr: int) -> np.ndarray:
     divisor = gcd(orig_sr, target_sr)
     up, down = target_sr // divisor, orig_sr // divisor
     samples = np.asarray(signal)
-    if samples.dtype in (np.float32, np.float64):
+    if samples.dtype in (np.float32, np.float64) and max(up, down) <= _STORED_FILTER_MAX_RATE:
         resampled = resample_poly(samples, up, down, window=_polyphase_filter(up, down, samples.dtype.str))
     else:
         resampled = resample_poly(samples, up, down)
     return resampled.astype(np.float32)
+
+
+_STORED_FILTER_MAX_RATE = 1000  # filters of odd rate pairs (44101 Hz) run to MBs: designed per call
 
 
 @lru_cache(maxsize=64)

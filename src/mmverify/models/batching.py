@@ -153,8 +153,9 @@ class BatchRound:
         """While the scheduler starts members (``busy``), only full batches run: the members it is
         about to start would otherwise miss the partial batch of those already waiting."""
         with self._cond:
-            self._starting = busy
-            self._changed()
+            if self._starting != busy:
+                self._starting = busy
+                self._changed()
 
     # -- item threads -------------------------------------------------------------------------
     @contextmanager
@@ -172,6 +173,8 @@ class BatchRound:
     @contextmanager
     def away(self) -> Iterator[None]:
         """Inside, the calling member computes its model calls itself (see :func:`outside_round`)."""
+        if current_round() is not self:
+            raise RuntimeError("only a member of this round can step out of it")
         self._join(-1)
         _LOCAL.round = None
         try:

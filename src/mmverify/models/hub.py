@@ -15,6 +15,7 @@ set for every backend that has it, with ``MMVERIFY_PRECISION``; a spec's own opt
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 import typing
 from collections import OrderedDict
@@ -157,6 +158,7 @@ class ModelHub:
         self._judges: dict[Any, Any] = {}
         self._lock = threading.Lock()
         self.warm_tasks: set[tuple[str, str]] = set()  # (task, profile) whose first use ran on this hub
+        self.key: tuple | None = None  # the settings it was built under (get_hub sets it; see switch_hub)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> "ModelHub":
@@ -225,10 +227,11 @@ class ModelHub:
         config = config_from_env(role)
         if config is None:
             raise ModelUnavailable("vlm", NOT_CONFIGURED)
+        built = (config, os.environ.get(config.api_key_env))  # a judge reads its key once, when built
         with self._lock:
-            if config not in self._judges:
-                self._judges[config] = build_judge(config)
-            return self._judges[config]
+            if built not in self._judges:
+                self._judges[built] = build_judge(config)
+            return self._judges[built]
 
 
 def usable_alternatives(capability: str, exclude: str | None = None) -> list[str]:
@@ -255,8 +258,16 @@ def _with_alternatives(exc: ModelUnavailable, capability: str, name: str) -> Mod
 
 
 _HUB: ModelHub | None = None
-PARKED_HUBS = 2  # hubs kept, models loaded, for settings that were in force before the current ones
-_PARKED: "OrderedDict[tuple[tuple[str, str], ...], ModelHub]" = OrderedDict()
+PARKED_HUBS = 1  # hubs kept, models loaded, for settings in force before the current ones
+_PARKED: "OrderedDict[tuple, ModelHub]" = OrderedDict()
+# read elsewhere, or on every call (judges are kept per configuration): not part of a hub's key
+_NOT_HUB_SETTINGS = ("MMVERIFY_REFERENCES", "MMVERIFY_VLM_")
+_process_key: tuple = ()  # the process variables the scoring context in force set (HF_HUB_OFFLINE, ...)
+
+
+def _current_key() -> tuple:
+    hub_settings = ((k, v) for k, v in scoring_settings().items() if not k.startswith(_NOT_HUB_SETTINGS))
+    return (tuple(sorted(hub_settings)), _process_key)
 
 
 def get_hub() -> ModelHub:
@@ -265,25 +276,31 @@ def get_hub() -> ModelHub:
     global _HUB
     if _HUB is None:
         _HUB = ModelHub.from_context()
+        _HUB.key = _current_key()
     return _HUB
 
 
-def switch_hub(before: Mapping[str, str], after: Mapping[str, str]) -> None:
-    """The settings in force changed from ``before`` to ``after``: park the hub built under
-    ``before`` and take back the one parked under ``after``, if any -- so alternating between two
-    :class:`~mmverify.pipelines.reward.Reward` objects does not load their models again each call.
-    The :data:`PARKED_HUBS` most recently used are kept."""
-    global _HUB
-    if _HUB is not None:
-        _PARKED[tuple(sorted(before.items()))] = _HUB
-        _PARKED.move_to_end(tuple(sorted(before.items())))
-    _HUB = _PARKED.pop(tuple(sorted(after.items())), None)
+def switch_hub(process_environment: Mapping[str, str]) -> None:
+    """Another scoring context is in force, and it set ``process_environment``: keep the hub when
+    what it reads is unchanged; else park it, models loaded, under the settings it was built with,
+    and take back the one parked under the new settings -- so alternating between two
+    :class:`~mmverify.pipelines.reward.Reward` objects does not load their models again on every
+    call.  At most :data:`PARKED_HUBS` are kept (each holds its models in memory)."""
+    global _HUB, _process_key
+    _process_key = tuple(sorted(process_environment.items()))
+    wanted = _current_key()
+    if _HUB is not None and _HUB.key == wanted:
+        return
+    if _HUB is not None and _HUB.key is not None:  # a hub built by hand (tests) is not kept
+        _PARKED[_HUB.key] = _HUB
+        _PARKED.move_to_end(_HUB.key)
+    _HUB = _PARKED.pop(wanted, None)
     while len(_PARKED) > PARKED_HUBS:
         _PARKED.popitem(last=False)
 
 
 def drop_hubs() -> None:
     """Forget the hub in force and every parked one (their models are freed once unused)."""
-    global _HUB
-    _HUB = None
+    global _HUB, _process_key
+    _HUB, _process_key = None, ()
     _PARKED.clear()

@@ -153,15 +153,11 @@ class ScoringContext:
         return install(self)
 
 
-def _forget_built_state(before: Mapping[str, str] | None = None, after: Mapping[str, str] | None = None) -> None:
-    """Make the next model use find the hub of the new settings (one parked under ``after``, else
-    a new one) and re-read reference sets; without settings, drop every hub."""
+def _forget_built_state() -> None:
+    """Drop every hub (models) and every reference set read so far."""
     hub_module = sys.modules.get("mmverify.models.hub")
     if hub_module is not None:
-        if before is None or after is None:
-            hub_module.drop_hubs()  # type: ignore[attr-defined]
-        else:
-            hub_module.switch_hub(before, after)  # type: ignore[attr-defined]
+        hub_module.drop_hubs()  # type: ignore[attr-defined]
     sets_module = sys.modules.get("mmverify.references.sets")
     if sets_module is not None:
         sets_module.clear_memo()  # type: ignore[attr-defined]
@@ -189,17 +185,19 @@ def _set_process_environment(wanted: Mapping[str, str]) -> bool:
 
 def install(context: ScoringContext | None) -> bool:
     """Make ``context`` this process's scoring context (None: none, settings come from the
-    environment) and set its :meth:`~ScoringContext.process_environment`; when the settings in
-    force change, the hub of the old ones is parked (its models stay loaded, see
-    :func:`~mmverify.models.hub.switch_hub`), the new ones' hub comes back or is built on next use,
-    and reference sets are re-read.  True if anything changed."""
+    environment) and set its :meth:`~ScoringContext.process_environment`; when what the model hub
+    reads changes, the hub in force is parked (its models stay loaded) and the new settings' hub
+    comes back or is built on next use (see :func:`~mmverify.models.hub.switch_hub`).  True if
+    anything changed."""
     before = dict(scoring_settings())
     set_installed_context(context)
-    after = dict(scoring_settings())
-    settings_changed = after != before
-    if settings_changed:
-        _forget_built_state(before, after)
-    environment_changed = _set_process_environment(context.process_environment() if context is not None else {})
+    process_environment = context.process_environment() if context is not None else {}
+    environment_changed = _set_process_environment(process_environment)
+    settings_changed = dict(scoring_settings()) != before
+    if settings_changed or environment_changed:
+        hub_module = sys.modules.get("mmverify.models.hub")
+        if hub_module is not None:  # (reference sets are kept by folder: they need no switch)
+            hub_module.switch_hub(process_environment)  # type: ignore[attr-defined]
     return settings_changed or environment_changed
 
 

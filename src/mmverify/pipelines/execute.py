@@ -76,7 +76,14 @@ def is_warm(item: WorkItem) -> bool:
     """Whether the item's task had its first use here (its warm-up is behind it) -- with the models
     in force: a task warmed under other settings is cold again, their models are not loaded."""
     built = (item.task, item.profile)
-    return built in _TASKS and (not uses_models(item) or built in get_hub().warm_tasks)
+    if built not in _TASKS:
+        return False
+    if not uses_models(item):
+        return True
+    try:
+        return built in get_hub().warm_tasks
+    except Exception:  # a hub that cannot be built: the warm-up path turns that into the item's row
+        return False
 
 
 def warm_up(item: WorkItem) -> tuple[dict[str, Any], float]:
@@ -95,11 +102,15 @@ def warm_up(item: WorkItem) -> tuple[dict[str, Any], float]:
         raise
     except Exception:
         pass  # scoring meets the same failure and turns it into the item's row
-    if uses_models(item):
-        get_hub().warm_tasks.add((item.task, item.profile))
     started = time.monotonic()
     row = score_item(item)
-    return row, time.monotonic() - started
+    seconds = time.monotonic() - started
+    if uses_models(item):  # its first use ran to the end: models are loaded
+        try:
+            get_hub().warm_tasks.add((item.task, item.profile))
+        except Exception:
+            pass  # no hub, no warmth: the next item takes the warm-up path again
+    return row, seconds
 
 
 def fits(seconds: float, limit: float | None) -> bool:
