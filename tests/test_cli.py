@@ -84,13 +84,17 @@ def test_demo_runs(tmp_path: Path):
     assert by_id["demo/missing-file"]["error"]["code"] == "missing_media"
 
 
-def test_models_list_check_and_fetch_errors():
-    listed = runner.invoke(app, ["models", "list"], env={"COLUMNS": "250"})
+def test_models_list_check_and_fetch_errors(tmp_path: Path):
+    # wide enough that no cell wraps: the table holds paths (this checkout's, the model cache's) of
+    # any length; and beat-this pointed at a missing checkpoint, so at least one backend is
+    # unavailable on any machine, whatever weights it has fetched
+    wide = {"COLUMNS": "2000", "MMVERIFY_BEAT_THIS_SOURCE": str(tmp_path / "missing" / "final0.ckpt")}
+    listed = runner.invoke(app, ["models", "list"], env=wide)
     assert listed.exit_code == 0
     for name in ("clap-hf", "dreamsim", "whisper-hf", "wavlm-sv", "resemblyzer", "beat-this", "librosa-beats", "silero-vad"):
         assert name in listed.stdout
-    assert "mmverify models fetch" in listed.stdout  # unavailable backends say how to get them
-    checked = runner.invoke(app, ["models", "check", "librosa-beats", "silero-vad"], env={"COLUMNS": "250"})
+    assert "mmverify models fetch beat-this" in listed.stdout  # unavailable backends say how to get them
+    checked = runner.invoke(app, ["models", "check", "librosa-beats", "silero-vad"], env=wide)
     assert checked.exit_code == 0 and checked.stdout.count(" yes ") == 2
     wrong = runner.invoke(app, ["models", "fetch", "resemblizer"])
     assert wrong.exit_code == 2 and "resemblyzer" in wrong.output

@@ -83,6 +83,7 @@ import pytest
 MODEL = "test-vlm"
 FOREVER = math.inf  # a delay: no reply while the server runs
 BARRIER_HANG_GUARD_S = 60.0
+HANG_GUARD_S = 60.0  # the clients' request timeout: never reached by a test that passes
 
 
 @dataclass
@@ -381,7 +382,9 @@ class VLMServer:
     def judge(self, **overrides: Any) -> Any:
         from mmverify.models.judge import OpenAICompatibleJudge
 
-        options: dict[str, Any] = {"backoff_base": 0.001, "backoff_max": 0.01, "timeout": 10.0, "cache": None}
+        # the timeout only guards against a hang (tests count requests: a reply late on a busy
+        # machine must not be asked again); tests of timeouts pass their own
+        options: dict[str, Any] = {"backoff_base": 0.001, "backoff_max": 0.01, "timeout": HANG_GUARD_S, "cache": None}
         options.update(overrides)
         return OpenAICompatibleJudge(options.pop("model", MODEL), options.pop("base_url", self.url), **options)
 
@@ -413,6 +416,6 @@ def vlm_env(vlm_server: VLMServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     monkeypatch.setenv("MMVERIFY_VLM_BASE_URL", vlm_server.url)
     monkeypatch.setenv("MMVERIFY_VLM_MODEL", MODEL)
     monkeypatch.setenv("MMVERIFY_VLM_BACKOFF", "0.001")
-    monkeypatch.setenv("MMVERIFY_VLM_TIMEOUT", "10")
+    monkeypatch.setenv("MMVERIFY_VLM_TIMEOUT", f"{HANG_GUARD_S:g}")  # a hang guard, as in judge()
     monkeypatch.setenv("MMVERIFY_CACHE_DIR", str(tmp_path / "cache"))
     return vlm_server

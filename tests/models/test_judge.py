@@ -35,6 +35,7 @@ from mmverify.models.judge import (
 )
 from mmverify.models.protocols import VisionLanguageJudge
 from tests.conftest import scene, write_manifest
+from tests.waiting import wait_until
 from tests.vlm_server import (  # noqa: F401  (fixtures)
     FOREVER,
     MODEL,
@@ -180,6 +181,9 @@ def test_timeouts_are_retried_then_fail(vlm_server: VLMServer):
     with pytest.raises(ScoringError) as excinfo:
         vlm_server.judge(timeout=0.2, max_retries=1).ask("q")
     assert "no reply within 0.2 s" in judge_failed(excinfo)
+    # the client gives up on its second request without waiting for the server to have read it:
+    # on a busy machine the server's thread records it only later
+    wait_until(lambda: vlm_server.count >= 2, message=lambda: f"the retry to reach the server ({vlm_server.count} seen)")
     assert vlm_server.count == 2
 
 
@@ -192,12 +196,12 @@ def test_a_timeout_then_a_reply_succeeds(vlm_server: VLMServer):
 
 
 def test_connection_errors_are_retried_then_fail():
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
+    with socket.socket() as probe:  # a port nobody listens on: held (bound, not listening) so that
+        probe.bind(("127.0.0.1", 0))  # no other process can take it meanwhile; connecting is refused
         port = probe.getsockname()[1]
-    judge = OpenAICompatibleJudge(MODEL, f"http://127.0.0.1:{port}/v1", max_retries=1, backoff_base=0.001)
-    with pytest.raises(ScoringError) as excinfo:
-        judge.ask("q")
+        judge = OpenAICompatibleJudge(MODEL, f"http://127.0.0.1:{port}/v1", max_retries=1, backoff_base=0.001)
+        with pytest.raises(ScoringError) as excinfo:
+            judge.ask("q")
     assert "connection error" in judge_failed(excinfo) and "2 attempts" in excinfo.value.message
 
 

@@ -146,9 +146,11 @@ def test_rebuilds_only_when_files_or_backend_change(esc50, tmp_path):
     assert embedder.clips_embedded == 12 and again.embedded == 0
     assert again.embeddings.tobytes() == first.embeddings.tobytes()
 
-    # Touching a file without changing it re-hashes it but embeds nothing.
+    # Touching a file without changing it re-hashes it but embeds nothing.  Its mtime goes back, not
+    # forward: the rewrite below must leave an mtime other than the recorded one, and a file system
+    # with coarse timestamps could stamp "now" equal to a second ahead of the first write.
     target = next(p for p in sorted((esc50 / "audio").iterdir()))
-    os.utime(target, ns=(target.stat().st_atime_ns, target.stat().st_mtime_ns + 10**9))
+    os.utime(target, ns=(target.stat().st_atime_ns, target.stat().st_mtime_ns - 10 * 10**9))
     assert ReferenceIndex.build("esc50", esc50, embedder, tmp_path / "index").embedded == 0
 
     # Changing one file re-embeds only that file.
