@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,16 @@ for _name in ("FORCE_COLOR", "TTY_COMPATIBLE", "COLUMNS", "LINES", "TERMINAL_WID
 os.environ["_TYPER_FORCE_DISABLE_TERMINAL"] = "1"
 for _name in [n for n in os.environ if n.startswith("MMVERIFY_") and n not in ("MMVERIFY_MMMG_DIR", "MMVERIFY_CACHE_DIR")]:
     del os.environ[_name]
+# Outputs and judge replies cached by an earlier run (or an older version) must not answer this
+# one: without a cache folder of the developer's choosing, the suite gets a fresh one.
+if not os.environ.get("MMVERIFY_CACHE_DIR"):
+    os.environ["MMVERIFY_CACHE_DIR"] = tempfile.mkdtemp(prefix="mmverify-test-cache-")
+
+    def _remove_test_cache(folder: str = os.environ["MMVERIFY_CACHE_DIR"], owner: int = os.getpid()) -> None:
+        if os.getpid() == owner:  # not from a forked worker that exits before the suite does
+            shutil.rmtree(folder, ignore_errors=True)
+
+    atexit.register(_remove_test_cache)
 
 
 def mmmg_root() -> Path:
