@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
-from .common import fail
+from .common import console as stderr
+from .common import fail, stdout
 
 
 def _components(items: list[str]) -> dict[str, str]:
@@ -43,7 +43,6 @@ def calibrate_command(
     from ..calibration.run import CalibrationConfig, run_calibration
     from ..calibration.terminal import print_calibration
 
-    stderr, stdout = Console(stderr=True), Console()
     if direction not in (">", "<", "auto"):
         fail("--direction must be '>', '<' or 'auto'")
     if objective not in OBJECTIVES:

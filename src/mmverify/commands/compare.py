@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
-from .common import fail
+from .common import console as stderr
+from .common import fail, stdout
 
 
 def compare_command(
@@ -27,8 +27,6 @@ def compare_command(
     """Per-task and overall differences of mean score (each run minus the first), paired bootstrap 95% CIs."""
     from ..pipelines.compare import MATCH_MODES, compare_runs, describe_matching, render_compare_table
     from ..pipelines.summary import AGGREGATIONS
-
-    stderr, stdout = Console(stderr=True), Console()
 
     if len(runs) < 2:
         fail("compare needs at least two runs (a baseline and one to compare with it)")
