@@ -136,6 +136,19 @@ def test_bad_audio_raises_typed_errors():
     assert info.value.reason == MediaReason.TOO_LARGE
 
 
+def test_a_sample_rate_over_the_limit_is_refused_before_resampling():
+    # an odd rate resamples through a filter as long as the rates' reduced ratio (5,000,011 Hz to
+    # 16 kHz: 10**8 taps); the header alone must refuse it
+    header_only = _wav(np.zeros(10, dtype=np.float32), 5_000_011)
+    with pytest.raises(MediaError) as info:
+        load_audio(header_only, sample_rate=16_000)
+    assert info.value.reason == MediaReason.TOO_LARGE and "5000011 Hz" in info.value.message
+    with pytest.raises(MediaError):
+        load_audio(_wav(np.zeros(10, dtype=np.float32), 8001), limits=MediaLimits(max_sample_rate=8000))
+    audio, rate = load_audio(_wav(np.zeros(10, dtype=np.float32), 384_000))  # the default limit itself passes
+    assert rate == 384_000 and audio.size == 10
+
+
 def test_resample_identity_and_length():
     signal = np.random.default_rng(0).normal(size=1000).astype(np.float32)
     assert resample(signal, 8000, 8000) is signal

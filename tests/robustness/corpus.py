@@ -151,6 +151,8 @@ def audio_cases() -> list[Case]:
         _audio_case("one-hour.wav", _sf_writer(np.zeros(3600 * 8000, np.float32), 8000, "WAV", "PCM_U8"), "scored", "unreadable_audio"),
         # a header claiming an hour over 64 bytes of data decodes as the 32 frames that are there
         _audio_case("header-claims-an-hour.wav", _write_bytes(_wav_claiming(3600.0)), "scored", None),
+        # resampling from an odd rate designs a filter as long as the rates' ratio: refused at the header
+        _audio_case("rate-5mhz.wav", _write_bytes(_wav_claiming(10 / 5_000_011, rate=5_000_011)), "scored", "unreadable_audio"),
         _audio_case("corrupt-header.wav", _write_bytes(b"RIFF\xff\xff\xff\xffWAVEfmt garbage" + b"\x00" * 100), "scored", "unreadable_audio"),
         _audio_case("garbage.wav", _write_bytes(b"\x01\x02" * 5000), "scored", "unreadable_audio"),
         _audio_case("clip.mp3", _sf_writer(_tone(6, rate), rate, "MP3"), "scored", None),

@@ -45,9 +45,12 @@ class MediaLimits:
     max_bytes: int = 256 * 1024 * 1024
     max_pixels: int = 40_000_000  # ~ 6300 x 6300; decompression bombs stop at the header
     max_seconds: float = 30 * 60.0
+    # resampling designs a filter as long as the rates' reduced ratio: an odd rate in a header
+    # (5,000,011 Hz) would cost GBs; 384 kHz, the highest rate in common use, costs ~0.4 GB at worst
+    max_sample_rate: int = 384_000
 
     def __post_init__(self) -> None:
-        if self.max_bytes <= 0 or self.max_pixels <= 0 or self.max_seconds <= 0:
+        if min(self.max_bytes, self.max_pixels, self.max_seconds, self.max_sample_rate) <= 0:
             raise ValueError("media limits must be positive")
 
 
@@ -176,6 +179,10 @@ def load_audio(
             native_sr = int(handle.samplerate)
             if native_sr <= 0:
                 raise MediaError(MediaReason.UNDECODABLE, f"invalid sample rate {native_sr}")
+            if native_sr > limits.max_sample_rate:
+                raise MediaError(
+                    MediaReason.TOO_LARGE, f"sample rate {native_sr} Hz (limit {limits.max_sample_rate} Hz)"
+                )
             if handle.frames > limits.max_seconds * native_sr:
                 raise MediaError(
                     MediaReason.TOO_LARGE,
