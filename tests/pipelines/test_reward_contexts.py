@@ -88,3 +88,100 @@ def test_scoring_together_under_new_settings_indexes_references_and_scores_every
     one_by_one = [json.dumps(row) for row in reward(16, 1).rows(items)]
     assert [json.loads(row)["status"] for row in together] == ["scored"] * len(items), together
     assert together == one_by_one
+
+
+def _answer(tag: str) -> list:
+    return [({"order": ["t"], "caller": tag}, [f"text from {tag}"])]
+
+
+def test_rewards_called_from_two_threads_take_turns_with_their_own_settings(monkeypatch):
+    """Reward B, called while reward A is scoring in another thread, waits for A's call to end:
+    A's item keeps A's settings and hub from start to finish, and B then scores with its own."""
+    import threading
+
+    from mmverify.core.settings import scoring_settings
+    from mmverify.pipelines import context as context_module
+    from mmverify.pipelines import reward as reward_module
+    from tests.waiting import HANG_GUARD_S, wait_until
+
+    first, second = Reward("i_structure", env={"MMVERIFY_TEST_SETTING": "A"}), Reward("i_structure", env={"MMVERIFY_TEST_SETTING": "B"})
+    first(_answer("warm"))
+    hub_first = hub_module.get_hub()
+    second(_answer("warm"))
+    hub_second = hub_module.get_hub()
+    inside, release, seen, statuses = threading.Event(), threading.Event(), {}, {}
+    score_item = reward_module.score_item
+
+    def spying(entry):
+        tag = entry.instance.data["caller"]
+        seen.setdefault(tag, []).append((scoring_settings().get("MMVERIFY_TEST_SETTING"), hub_module.get_hub()))
+        if tag == "A":
+            inside.set()
+            assert release.wait(HANG_GUARD_S)
+            seen[tag].append((scoring_settings().get("MMVERIFY_TEST_SETTING"), hub_module.get_hub()))
+        return score_item(entry)
+
+    monkeypatch.setattr(reward_module, "score_item", spying)
+    calls = [
+        threading.Thread(target=lambda: statuses.setdefault("A", first(_answer("A")).rows[0]["status"])),
+        threading.Thread(target=lambda: statuses.setdefault("B", second(_answer("B")).rows[0]["status"])),
+    ]
+    calls[0].start()
+    assert inside.wait(HANG_GUARD_S)
+    calls[1].start()
+    wait_until(lambda: context_module._GATE._queue, message="reward B waiting for its turn")
+    assert "B" not in seen
+    release.set()
+    for call in calls:
+        call.join(HANG_GUARD_S)
+        assert not call.is_alive()
+    assert seen["A"] == [("A", hub_first)] * 2
+    assert seen["B"] == [("B", hub_second)]
+    assert statuses == {"A": "scored", "B": "scored"}
+
+
+def test_a_call_interrupted_while_waiting_for_its_turn_leaves_no_one_waiting_for_it():
+    import threading
+
+    from mmverify.pipelines.context import ScoringContext, holding
+    from mmverify.pipelines.deadlines import ItemTimeout, deadline
+    from tests.waiting import HANG_GUARD_S
+
+    held, release, outcome = threading.Event(), threading.Event(), []
+
+    def hold_first() -> None:
+        with holding(ScoringContext(env={"MMVERIFY_TEST_SETTING": "A"})):
+            held.set()
+            release.wait(HANG_GUARD_S)
+
+    def wait_with_deadline() -> None:
+        try:
+            with deadline(0.2), holding(ScoringContext(env={"MMVERIFY_TEST_SETTING": "B"})):
+                outcome.append("entered")
+        except ItemTimeout:
+            outcome.append("timed out")
+
+    holder = threading.Thread(target=hold_first)
+    holder.start()
+    assert held.wait(HANG_GUARD_S)
+    waiter = threading.Thread(target=wait_with_deadline)
+    waiter.start()
+    waiter.join(HANG_GUARD_S)
+    assert outcome == ["timed out"]  # the first context is held until after this
+    release.set()
+    holder.join(HANG_GUARD_S)
+    later = threading.Thread(target=lambda: outcome.append(wait_with_deadline() or "next call ran"))
+    later.start()
+    later.join(HANG_GUARD_S)
+    assert outcome == ["timed out", "entered", "next call ran"]
+
+
+def test_a_call_cannot_start_one_under_other_settings_in_its_own_thread():
+    from mmverify.pipelines.context import ScoringContext, holding
+
+    with holding(ScoringContext(env={"MMVERIFY_TEST_SETTING": "A"})):
+        with holding(ScoringContext(env={"MMVERIFY_TEST_SETTING": "A"})):
+            pass  # the same settings nest
+        with pytest.raises(RuntimeError, match="same thread"):
+            with holding(ScoringContext(env={"MMVERIFY_TEST_SETTING": "B"})):
+                pass

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import contextmanager
+import threading
+from collections import deque
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -36,6 +38,7 @@ from ..core.settings import (
 )  # fmt: skip
 
 PRECISIONS = ("fp32", "bf16", "fp16")
+_POLL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,84 @@ def install(context: ScoringContext | None) -> bool:
     return settings_changed or environment_changed
 
 
+class _ContextGate:
+    """Scoring calls hold the installed context for their whole length.  Calls under equal contexts
+    share it; a call under another waits until they are done (first come, first served) and then
+    installs its own.  So a call never sees its settings or models change half-way -- two rewards
+    used from two threads (TRL gathering an image and an audio reward) take turns instead of
+    scoring with each other's models."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._held: ScoringContext | None = None
+        self._holders = 0
+        self._restore: tuple[ScoringContext | None] | None = None  # what the last holder puts back
+        self._queue: deque[object] = deque()
+        self._depth = threading.local()  # calls this thread holds (a call may make nested calls)
+
+    @contextmanager
+    def hold(self, context: ScoringContext, *, restore: bool = False) -> Iterator[None]:
+        """``context`` installed and unchanged inside the block; with ``restore`` the context in
+        force before comes back when the last holder leaves."""
+        depth = getattr(self._depth, "calls", 0)
+        with self._changed:
+            if depth:  # waiting here would wait for this very thread
+                if context != self._held:
+                    raise RuntimeError("a scoring call cannot start another under different settings in the same thread")
+            else:
+                self._wait_for_turn(context)
+            if self._holders == 0:
+                previous = installed_context()
+                install(context)
+                self._held = context
+                self._restore = (previous if isinstance(previous, ScoringContext) else None,) if restore else None
+            self._holders += 1
+            self._changed.notify_all()
+        self._depth.calls = depth + 1
+        try:
+            yield
+        finally:
+            self._depth.calls = depth
+            with self._changed:
+                self._holders -= 1
+                if self._holders == 0:
+                    if self._restore is not None:
+                        install(self._restore[0])
+                    self._held, self._restore = None, None
+                self._changed.notify_all()
+
+    def _wait_for_turn(self, context: ScoringContext) -> None:
+        ticket = object()
+        self._queue.append(ticket)
+        try:
+            while not (self._queue[0] is ticket and (self._holders == 0 or self._held == context)):
+                self._changed.wait(_POLL_S)  # wakes now and then, so a deadline raised here is delivered
+        finally:  # also when a deadline or ^C interrupts the wait: the calls behind must not wait for it
+            self._queue.remove(ticket)
+            self._changed.notify_all()
+
+    def offer(self, context: ScoringContext) -> None:
+        """Install ``context`` if no call holds one or waits; otherwise leave the calls in flight
+        alone (``context`` is installed when its own calls run)."""
+        with self._changed:
+            if self._holders == 0 and not self._queue:
+                install(context)
+
+
+_GATE = _ContextGate()
+
+
+def holding(context: ScoringContext) -> AbstractContextManager[None]:
+    """``context`` installed for the length of a scoring call (see :class:`_ContextGate`); it stays
+    installed after the call."""
+    return _GATE.hold(context)
+
+
+def offer(context: ScoringContext) -> None:
+    """Install ``context`` unless scoring calls under another one are in flight (see :class:`_ContextGate`)."""
+    _GATE.offer(context)
+
+
 @contextmanager
 def installed(context: ScoringContext | None) -> Iterator[None]:
     """``context`` in force inside the block (None: whatever is in force already); the context
@@ -208,12 +289,8 @@ def installed(context: ScoringContext | None) -> Iterator[None]:
     if context is None:
         yield
         return
-    previous = installed_context()
-    install(context)
-    try:
+    with _GATE.hold(context, restore=True):
         yield
-    finally:
-        install(previous if isinstance(previous, ScoringContext) else None)
 
 
 def install_context(context: ScoringContext) -> None:

@@ -31,12 +31,11 @@ from ..core.errors import ErrorCode
 from ..core.hashing import digest_of
 from ..core.media import DEFAULT_LIMITS, MediaLimits
 from ..core.registry import UnknownIdError
-from ..core.settings import installed_context
 from ..data.instructions import InstructionSet
 from ..tasks.catalog import task_info
 from .deadlines import deadline
 from .batch import DEFAULT_IN_FLIGHT, score_together
-from .context import JudgeOptions, ScoringContext, install
+from .context import JudgeOptions, ScoringContext, holding, offer
 from .execute import (
     DEFAULT_WARMUP_TIMEOUT, ItemTimeout, error_row as item_error_row, fits, is_warm, score_item, timeout_row, warm_up, warmup_timeout_row,
 )
@@ -198,7 +197,7 @@ class Reward:
             models=self.models, references=self.references, device=self.device, precision=self.precision,
             offline=bool(self.offline), cache_dir=self.cache_dir, judge=self.judge or JudgeOptions(), env=self.env,
         )  # fmt: skip
-        install(self.context)
+        offer(self.context)  # configures the process now unless other calls are scoring
         root = self.media_root if self.media_root is not None else (self.data_root if self.data_root is not None else ".")
         self._planner = Planner(
             manifest_dir=Path(root),
@@ -211,7 +210,7 @@ class Reward:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        install(self.context)  # a reward unpickled in another process brings its settings along
+        offer(self.context)  # a reward unpickled in another process brings its settings along
 
     # -- building items -----------------------------------------------------------------------------
     def item(
@@ -299,12 +298,11 @@ class Reward:
         rows are those they would get alone."""
         if lines is not None and len(lines) != len(items):
             raise ValueError(f"got {len(lines)} line numbers for {len(items)} items")
-        if installed_context() is not self.context:  # another reward's settings were installed since
-            install(self.context)
-        planned = [self._plan_one(lines[i] if lines is not None else i + 1, item, convert) for i, item in enumerate(items)]
-        if self.in_flight > 1:
-            return list(score_together(planned, self._score, in_flight=self.in_flight, timeout=self.timeout))
-        return [entry if isinstance(entry, dict) else self._score(entry) for entry in planned]
+        with holding(self.context):  # this reward's settings and models for the whole call
+            planned = [self._plan_one(lines[i] if lines is not None else i + 1, item, convert) for i, item in enumerate(items)]
+            if self.in_flight > 1:
+                return list(score_together(planned, self._score, in_flight=self.in_flight, timeout=self.timeout))
+            return [entry if isinstance(entry, dict) else self._score(entry) for entry in planned]
 
     def _score(self, entry: WorkItem) -> dict[str, Any]:
         """Score one item; a task's first use in this process runs under the warm-up budget, and its
