@@ -208,3 +208,47 @@ def test_only_a_member_can_step_out_of_its_round():
             assert forward(object(), "double", [3], Recorder(), 2) == [6]  # computed here, not by the round
     batch_round.close()
     assert batch_round.batches_run == 0
+
+
+def test_an_input_that_waited_the_stall_time_runs_however_busy_the_round_is():
+    """Members keep joining and leaving while another is busy elsewhere: the waiting input still
+    runs once it has waited ``stall_s``."""
+    model, owner, results = Recorder(), object(), {}
+    batch_round = BatchRound(stall_s=0.05)
+    answered, busy_elsewhere = threading.Event(), threading.Event()
+
+    def asks():
+        outputs = forward(owner, "double", [4], model, 8)
+        answered.set()
+        return outputs
+
+    def busy():  # a member that never asks a model before the answer has come (a judge call, say)
+        busy_elsewhere.set()
+        answered.wait()
+        return "done"
+
+    def churn():  # items of the round starting and finishing meanwhile
+        busy_elsewhere.wait()
+        while not answered.is_set():
+            with batch_round.member():
+                pass
+        return "done"
+
+    start = threading.Barrier(2)
+    threads = _members(batch_round, [("asks", asks), ("busy", busy)], results, start)
+    churning = threading.Thread(target=lambda: results.setdefault("churn", churn()), daemon=True)
+    churning.start()
+    _finish(threads + [churning])
+    batch_round.close()
+    assert results == {"asks": [8], "busy": "done", "churn": "done"}
+
+
+def test_groups_are_dropped_once_answered():
+    """A run sees a new clip length -- a new group -- per item: the round keeps none it answered."""
+    model, owner, results = Recorder(), object(), {}
+    batch_round = BatchRound(stall_s=None)
+    jobs = [(n, lambda n=n: forward(owner, "double", [n] * n, model, 4, shape=lambda x: x)) for n in range(1, 6)]
+    _finish(_members(batch_round, jobs, results))
+    assert results == {n: [2 * n] * n for n in range(1, 6)}
+    assert batch_round._groups == {}
+    batch_round.close()

@@ -259,11 +259,12 @@ def test_a_failed_batch_keeps_its_rows_and_retries_the_rest_one_by_one(monkeypat
     assert rows[3]["alone"] is True and rows[0]["alone"] is False
 
 
-def test_a_batch_is_killed_at_twice_the_item_limit(monkeypatch):
+def test_a_batch_is_killed_at_three_times_the_item_limit(monkeypatch):
     pool, workers = scripted_pool(monkeypatch, lambda batch: scored(batch, {1: "hang"}), in_flight=2, timeout=10.0)
     rows = list(pool.run(numbered(2)))
-    # the batch's backstop at 20 s; then item 1, alone on a fresh worker, times out 10 s later
-    assert [w.killed_at for w in workers if w.killed] == [20.0, 30.0]
+    # the batch's backstop at 30 s (past an item's limit among others and its second try alone);
+    # then item 1, alone on a fresh worker, times out 10 s later
+    assert [w.killed_at for w in workers if w.killed] == [30.0, 40.0]
     assert rows[1]["error"]["code"] == "timeout"
 
 

@@ -21,9 +21,9 @@ Two rules keep a round moving when an item thread waits on something other than 
 * one-off bulk work done under a lock that other items wait on (building a reference index) runs
   :func:`outside_round`: its forwards are computed at once in its own thread, since the items
   blocked on that lock could never join its partial batch;
-* when nothing has happened in the round for ``stall_s`` seconds (no request, no answer, no item
-  joining or leaving) while inputs wait, they run anyway -- the item threads that are not waiting
-  are busy elsewhere (a judge call, a slow decode) and would only delay them.
+* an input that has waited ``stall_s`` seconds runs anyway, in a partial batch -- the item threads
+  that are not waiting are busy elsewhere (a judge call, a slow decode) and would only delay it,
+  however busy the rest of the round is.
 
 Neither can change a byte: a row's output does not depend on what shares its batch.
 """
@@ -31,6 +31,7 @@ Neither can change a byte: a row's output does not depend on what shares its bat
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from typing import Any, Callable, Hashable, Iterator, Sequence
 Compute = Callable[[list[Any]], Sequence[Any]]
 ShapeOf = Callable[[Any], Hashable]
 _POLL_S = 0.05  # how often a waiting item thread wakes, so a deadline raised in it is delivered
-STALL_S = 1.0  # a round in which nothing happened this long runs its partial batches
+STALL_S = 1.0  # an input that waited this long runs in a partial batch
 
 
 def one_shape(_: Any) -> None:
@@ -116,6 +117,7 @@ class _Request:
     outputs: list[Any] = field(default_factory=list)
     filled: int = 0
     error: BaseException | None = None
+    counted: bool = False  # among the round's waiting requests
     finished: bool = False
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -128,6 +130,12 @@ class _Group:
     compute: Compute
     batch_size: int
     entries: deque = field(default_factory=deque)  # (request, index, input)
+    since: deque = field(default_factory=deque)  # when each entry was asked for (monotonic s)
+
+    def pop(self, count: int) -> list[tuple[_Request, int, Any]]:
+        for _ in range(count):
+            self.since.popleft()
+        return [self.entries.popleft() for _ in range(count)]
 
 
 class BatchRound:
@@ -136,7 +144,6 @@ class BatchRound:
 
     def __init__(self, stall_s: float | None = STALL_S) -> None:
         self.stall_s = stall_s  # None: partial batches wait for every member, however long
-        self._events = 0  # counts everything that happens in the round, to tell a stall
         self._cond = threading.Condition()
         self._groups: dict[tuple[int, Hashable, Hashable], _Group] = {}
         self._owners: dict[int, object] = {}  # keeps owners alive so their ids stay unique
@@ -192,19 +199,22 @@ class BatchRound:
         self, owner: object, kind: Hashable, inputs: list[Any], compute: Compute, batch_size: int, shape: ShapeOf
     ) -> list[Any]:
         request = _Request(len(inputs))
-        with self._cond:
-            if self._closed:
-                raise RuntimeError("the batch round is closed")
-            self._owners[id(owner)] = owner
-            for index, item in enumerate(inputs):
-                key = (id(owner), kind, shape(item))
-                group = self._groups.get(key)
-                if group is None:
-                    group = self._groups[key] = _Group(compute, batch_size)
-                group.entries.append((request, index, item))
-            self._waiting += 1
-            self._changed()
         try:
+            with self._cond:
+                if self._closed:
+                    raise RuntimeError("the batch round is closed")
+                self._waiting += 1  # counted before its inputs are queued: whatever interrupts
+                request.counted = True  # this thread from here on, _finish undoes exactly this
+                self._owners[id(owner)] = owner
+                now = time.monotonic()
+                for index, item in enumerate(inputs):
+                    key = (id(owner), kind, shape(item))
+                    group = self._groups.get(key)
+                    if group is None:
+                        group = self._groups[key] = _Group(compute, batch_size)
+                    group.entries.append((request, index, item))
+                    group.since.append(now)
+                self._changed()
             while not request.done.wait(_POLL_S):
                 pass
         except BaseException:  # a deadline or an interrupt: nobody waits for these outputs any more
@@ -223,7 +233,6 @@ class BatchRound:
 
     def _changed(self) -> None:
         """Something happened in the round (lock held): wake the device thread."""
-        self._events += 1
         self._cond.notify_all()
 
     def _finish(self, request: _Request, error: BaseException | None = None) -> None:
@@ -232,35 +241,45 @@ class BatchRound:
             return
         request.finished = True
         request.error = error
-        self._waiting -= 1
+        if request.counted:
+            self._waiting -= 1
         request.done.set()
         self._changed()
 
-    def _take(self, stalled: bool = False) -> list[tuple[_Group, list[tuple[_Request, int, Any]]]]:
-        """Chunks ready to run (lock held): any full batch; everything once no member is working
-        or the round has ``stalled``."""
-        for group in self._groups.values():
-            if len(group.entries) >= group.batch_size:
-                return [(group, [group.entries.popleft() for _ in range(group.batch_size)])]
-        if (self._waiting < self._members or self._starting) and not (self._closed or stalled):
-            return []
+    def _take(self, now: float) -> list[tuple[_Group, list[tuple[_Request, int, Any]]]]:
+        """Chunks ready to run (lock held): any full batch; everything once no member is working;
+        the inputs of a group whose oldest input has waited ``stall_s``.  Groups left empty are
+        dropped (a run sees a new clip length, and so a new group, per item)."""
         work = []
         for group in self._groups.values():
-            while group.entries:
-                work.append((group, [group.entries.popleft() for _ in range(min(group.batch_size, len(group.entries)))]))
+            if len(group.entries) >= group.batch_size:
+                work = [(group, group.pop(group.batch_size))]
+                break
+        else:
+            everything = (self._waiting >= self._members and not self._starting) or self._closed
+            for group in self._groups.values():
+                if everything or (self.stall_s is not None and group.since and now - group.since[0] >= self.stall_s):
+                    while group.entries:
+                        work.append((group, group.pop(min(group.batch_size, len(group.entries)))))
+        for key in [key for key, group in self._groups.items() if not group.entries]:
+            del self._groups[key]
         return work
+
+    def _next_stall(self, now: float) -> float | None:
+        """Seconds until the oldest waiting input has waited ``stall_s`` (None: nothing waits)."""
+        if self.stall_s is None or not self._groups:
+            return None
+        return max(0.0, min(group.since[0] for group in self._groups.values()) + self.stall_s - now)
 
     def _serve(self) -> None:
         while True:
             with self._cond:
-                work = self._take()
+                work = self._take(time.monotonic())
                 while not work:
                     if self._closed:
                         return
-                    seen = self._events
-                    pending = self.stall_s is not None and any(group.entries for group in self._groups.values())
-                    self._cond.wait(self.stall_s if pending else None)
-                    work = self._take(stalled=pending and self._events == seen)
+                    self._cond.wait(self._next_stall(time.monotonic()))
+                    work = self._take(time.monotonic())
             for group, chunk in work:
                 try:
                     self._run(group, chunk)

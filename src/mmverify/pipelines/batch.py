@@ -11,9 +11,12 @@ What stays as it was:
 * items of tasks that use no model or judge are scored right here: there is nothing to batch;
 * an item whose task is cold (its first use in this process) is scored alone, under the warm-up
   budget, once the items in flight are done -- model loading never races a batch;
-* each item has its own time limit (a deadline raised in its thread; a late item gets a
-  ``timeout`` row and its pending model requests are dropped) and its own typed error row: a bad
-  input in a shared batch fails only its own item.
+* each item has its own time limit and its own typed error row: a bad input in a shared batch
+  fails only its own item.  A late item leaves the round (its pending model requests are dropped)
+  and is scored again alone, in its own thread, under a fresh limit; only a timeout there is its
+  ``timeout`` row.  Its clock also ran while other items' batches ran on the device thread and
+  while their threads held the interpreter, so a timeout among others is no verdict -- and a
+  forward that keeps the device thread (a runaway decode) delays its neighbours, never fails them.
 """
 
 from __future__ import annotations
@@ -42,14 +45,21 @@ class _Slot:
             self.done.set()
 
 
+def _within(item: WorkItem, timeout: float | None) -> Row | None:
+    """``item``'s row, or None when it runs past ``timeout``."""
+    try:
+        with deadline(timeout):
+            return score_item(item)
+    except ItemTimeout:
+        return None
+
+
 def _score_member(batch_round: BatchRound, item: WorkItem, timeout: float | None, slot: _Slot, free: threading.Semaphore) -> None:
     try:
         with batch_round.member():
-            try:
-                with deadline(timeout):
-                    slot.row = score_item(item)
-            except ItemTimeout:
-                slot.row = timeout_row(item, timeout)
+            slot.row = _within(item, timeout)
+        if slot.row is None:  # late among others: alone, its model calls computed in this thread
+            slot.row = _within(item, timeout) or timeout_row(item, timeout)
     except BaseException as exc:  # noqa: BLE001  (a thread must leave a row, whatever happened)
         slot.row = error_row(item, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
     finally:

@@ -11,7 +11,7 @@ Failures cost only the item that caused them:
 * a lone item past its deadline has its worker killed and replaced (``timeout`` row); one whose
   worker dies gets a ``worker_crashed`` row;
 * items of a batch each have their own deadline inside the worker.  When the worker still has to be
-  killed (a batch past twice the item limit: a hang inside native code) or dies, the rows it
+  killed (a batch past three times the item limit: a hang inside native code) or dies, the rows it
   already sent are kept and its unfinished items are scored again one by one, so that the item at
   fault gets its ``timeout`` or ``worker_crashed`` row and its neighbours are scored as usual.
 
@@ -178,8 +178,9 @@ class OrderedPool:
                     job.deadline = _deadline(self.warmup_timeout)
                 job.warming = event[1]
             elif event[0] == "started":
-                # a batch's items each have their deadline inside the worker; the kill is the backstop
-                limit = self.timeout * 2 if job.together and self.timeout else self.timeout
+                # a batch's items each have their deadline inside the worker, and a late one a second
+                # try alone (see .batch): the kill is the backstop, past both
+                limit = self.timeout * 3 if job.together and self.timeout else self.timeout
                 job.started, job.deadline = True, _deadline(limit)
             else:
                 _rows, finished, reports = event
