@@ -138,6 +138,14 @@ def test_several_tasks_and_refusals(tmp_path: Path):
     assert batch.scores == [1.0, 1.0, None]
     assert batch.rows[2]["error"]["code"] == "unknown_task" and "a_structure, i_structure" in batch.rows[2]["error"]["message"]
 
+    # the restriction reads the task as the planner does: a name too long to show in a row, one
+    # padded with whitespace, one with the registry's prefix
+    border = {"instance": {"color": "green"}, "parts": [to_part(GREEN_BORDER)]}
+    padded = reward.rows([{**border, "task": "i_format_border" + " " * 1001}, {**border, "task": " task:i_format_border "}])
+    assert [row["error"]["code"] for row in padded] == ["unknown_task", "unknown_task"]
+    prefixed = reward.rows([{"task": "task:i_structure ", "instance": {"order": ["t"]}, "parts": [to_part("hello")]}])
+    assert prefixed[0]["status"] == "scored"
+
     save_png(tmp_path / "root" / "in.png", GREEN_BORDER)
     save_png(tmp_path / "out.png", GREEN_BORDER)
     rooted = Reward("i_format_border", data_root=tmp_path / "root")

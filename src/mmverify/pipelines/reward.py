@@ -104,6 +104,14 @@ def _validate_task(task_id: str) -> str:
     return info.id
 
 
+def _task_id(task: Any) -> str | None:
+    """The catalog id a manifest's ``task`` value names as the planner reads it (None: no string)."""
+    if not isinstance(task, str):
+        return None
+    task = task.strip()
+    return task.split(":", 1)[1] if task.startswith("task:") else task
+
+
 def scores_from_rows(rows: Sequence[Mapping[str, Any]], on_error: str) -> list[float | None]:
     """Apply an error policy: scored rows give their score; error rows give None, NaN, 0 or raise."""
     if on_error not in ERROR_POLICIES:
@@ -371,10 +379,12 @@ class Reward:
         """This reward's own refusals: tasks it does not score, paths when none are allowed."""
         if not isinstance(item, Mapping):
             return None
-        task = clean_field(item.get("task"))
-        if self.tasks is not None and task is not None and task.strip() not in self.tasks:
+        task = item.get("task")
+        if self.tasks is not None and task is not None and _task_id(task) not in self.tasks:
+            # judged on the raw value, as the planner reads it: no field too long to show slips past
             allowed = ", ".join(sorted(self.tasks))
-            return self.refusal_row(line, item, ErrorCode.UNKNOWN_TASK, f"{task!r} is not scored by this reward (tasks: {allowed})")
+            shown = repr(clean_field(task)) if clean_field(task) is not None else "this task"
+            return self.refusal_row(line, item, ErrorCode.UNKNOWN_TASK, f"{shown} is not scored by this reward (tasks: {allowed})")
         if not self.allow_paths and isinstance(item.get("parts"), list):
             if any(isinstance(p, Mapping) and p.get("path") is not None for p in item["parts"]):
                 message = "media paths are not accepted here (no data root is set); send media inline as base64 'data'"
