@@ -98,3 +98,30 @@ def test_models_list_check_and_fetch_errors(tmp_path: Path):
     assert checked.exit_code == 0 and checked.stdout.count(" yes ") == 2
     wrong = runner.invoke(app, ["models", "fetch", "resemblizer"])
     assert wrong.exit_code == 2 and "resemblyzer" in wrong.output
+
+
+def test_score_summarises_errors_whose_strings_hold_unicode_line_breaks(tmp_path: Path):
+    """Rows hold U+2028, U+2029 and U+0085 unescaped; only "\\n" ends a row."""
+    lines = [
+        {"task": "i_structure", "instance": {"order": ["t"]}, "parts": [{"type": "text", "text": "ok"}]},
+        {"task": "i_structure", "instance_id": "a\u2028b\u2029c\x85d", "instance": {"order": ["t"]},
+         "parts": [{"type": "image", "path": "absent.png"}]},
+    ]  # fmt: skip
+    manifest = write_manifest(tmp_path / "m.jsonl", lines)
+    result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "out")], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "1 × missing_media: image file not found: absent.png" in result.stdout
+
+
+def test_an_unusable_output_location_is_one_line_and_exit_2(tmp_path: Path):
+    manifest = write_manifest(tmp_path / "m.jsonl", [{"task": "i_structure", "instance": {"order": ["t"]}, "parts": []}])
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    unusable = str(blocker / "out")  # a folder inside a file: NotADirectoryError, as /proc/x is ENOENT
+    for args in (["score", str(manifest), "--out", unusable], ["score", str(manifest), "--out", unusable, "-q"]):
+        result = runner.invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+        assert result.output == f"error: {unusable}: Not a directory\n"  # one line, no traceback
+    runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "run"), "-q"])
+    compared = runner.invoke(app, ["compare", str(tmp_path / "run"), str(tmp_path / "run"), "--json", str(blocker / "c.json")])
+    assert compared.exit_code == 2 and isinstance(compared.exception, SystemExit), compared.output

@@ -183,3 +183,40 @@ def test_decode_errors_carry_no_object_addresses():
             load_image(b"definitely not an image")
         messages.add(str(info.value))
     assert len(messages) == 1 and " at 0x" not in messages.pop()
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF"])
+def test_raster_formats_a_generator_writes_are_decoded(fmt: str):
+    assert load_image(_png_bytes(Image.new("RGB", (8, 6), (200, 10, 10)), fmt)).shape == (6, 8, 3)
+
+
+@pytest.mark.parametrize("fmt", ["ICO", "PPM", "TGA", "DDS", "PCX", "SGI"])
+def test_other_formats_pillow_knows_are_not_opened(fmt: str):
+    with pytest.raises(MediaError) as info:
+        load_image(_png_bytes(Image.new("RGB", (8, 6), (200, 10, 10)), fmt))
+    assert info.value.reason == MediaReason.UNDECODABLE and "cannot identify" in info.value.message
+
+
+def test_eps_never_reaches_ghostscript(monkeypatch):
+    from PIL import EpsImagePlugin
+
+    def opened(self: object) -> None:
+        raise AssertionError("the EPS decoder was asked to open the payload")
+
+    monkeypatch.setattr(EpsImagePlugin.EpsImageFile, "_open", opened)
+    eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n0 0 moveto 10 10 lineto stroke\nshowpage\n%%EOF\n"
+    with pytest.raises(MediaError) as info:
+        load_image(eps)
+    assert info.value.reason == MediaReason.UNDECODABLE
+
+
+def test_a_decoder_without_support_for_a_variant_is_an_undecodable_image(monkeypatch):
+    from PIL import PngImagePlugin
+
+    def unsupported(self: object) -> None:
+        raise NotImplementedError("Unknown pixel format flags 0")  # as Pillow's DDS decoder said of a mutated file
+
+    monkeypatch.setattr(PngImagePlugin.PngImageFile, "load", unsupported)
+    with pytest.raises(MediaError) as info:
+        load_image(_png_bytes(Image.new("RGB", (8, 6))))
+    assert info.value.reason == MediaReason.UNDECODABLE and "Unknown pixel format" in info.value.message

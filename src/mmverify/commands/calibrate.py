@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from .common import console as stderr
-from .common import fail, stdout
+from .common import fail, os_problem, stdout
 
 
 def _components(items: list[str]) -> dict[str, str]:
@@ -60,5 +60,7 @@ def calibrate_command(
         metrics = run_calibration(config)
     except ValueError as exc:
         fail(str(exc))
+    except OSError as exc:  # an --out that cannot be created or written
+        fail(os_problem(exc))
     print_calibration(metrics, stdout, stderr)
     stderr.print(f"wrote {out / 'thresholds.json'}, {out / 'metrics.json'}, {out / 'report.html'}", highlight=False, markup=False, soft_wrap=True)

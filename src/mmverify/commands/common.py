@@ -19,3 +19,9 @@ def fail(message: str) -> NoReturn:
     it can be copied whole, and exit with the usage code."""
     console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_USAGE)
+
+
+def os_problem(exc: OSError) -> str:
+    """An OSError as one line naming the file: ``/proc/x: No such file or directory``."""
+    where = exc.filename if exc.filename is not None else "a file"
+    return f"{where}: {exc.strerror or exc}"

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from .common import console as stderr
-from .common import fail, stdout
+from .common import fail, os_problem, stdout
 
 
 def compare_command(
@@ -41,12 +41,15 @@ def compare_command(
     stdout.print(render_compare_table(result))
     for comparison in result["comparisons"]:
         stderr.print(describe_matching(comparison), highlight=False, markup=False)
-    if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        stderr.print(f"wrote {json_out}", highlight=False, markup=False, soft_wrap=True)
-    if html_out is not None:
-        from ..reports.compare_html import write_compare_html
+    try:
+        if json_out is not None:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            stderr.print(f"wrote {json_out}", highlight=False, markup=False, soft_wrap=True)
+        if html_out is not None:
+            from ..reports.compare_html import write_compare_html
 
-        write_compare_html(result, html_out)
-        stderr.print(f"wrote {html_out}", highlight=False, markup=False, soft_wrap=True)
+            write_compare_html(result, html_out)
+            stderr.print(f"wrote {html_out}", highlight=False, markup=False, soft_wrap=True)
+    except OSError as exc:  # --json / --html somewhere that cannot be written
+        fail(os_problem(exc))

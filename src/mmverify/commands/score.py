@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..reports.usage import usage_table
 from . import options
-from .common import EXIT_ERROR_ROWS, console, fail, stdout
+from .common import EXIT_ERROR_ROWS, console, fail, os_problem, stdout
 
 
 def _summary_table(summary: dict[str, Any]) -> Table:
@@ -151,10 +151,11 @@ def _print_frequent_errors(latest: Path, most: int = 5) -> None:
     from rich.markup import escape
 
     counts: Counter[tuple[str, str]] = Counter()
-    for line in latest.read_text(encoding="utf-8").splitlines():
-        error = json.loads(line).get("error")
-        if error:
-            counts[(error["code"], error["message"])] += 1
+    with latest.open("rb") as rows:  # lines end at b"\n" only: U+2028 and U+0085 may sit in a row's strings
+        for line in rows:
+            error = json.loads(line).get("error") if line.strip() else None
+            if error:
+                counts[(error["code"], error["message"])] += 1
     if not counts:
         return
     stdout.print(f"[bold]most frequent errors[/bold] ({sum(counts.values())} error rows):")
@@ -201,9 +202,12 @@ def run_score_job(config: Any, quiet: bool) -> Any:
     """Run a configured score job with a progress bar and print the summary table."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+    from ..pipelines.outdir import check_output_folder
     from ..pipelines.score import count_lines, run_score
 
     try:
+        check_output_folder(config.out)
+        config.out.mkdir(parents=True, exist_ok=True)  # an unusable --out fails before a progress bar shows
         if quiet:
             outcome = run_score(config)
         else:
@@ -217,6 +221,8 @@ def run_score_job(config: Any, quiet: bool) -> Any:
         fail(str(exc))
     except RuntimeError as exc:  # e.g. --executor ray without Ray installed
         fail(str(exc))
+    except OSError as exc:  # an --out that cannot be created or written (/proc/x, a read-only folder)
+        fail(os_problem(exc))
     if not quiet:
         stdout.print(_summary_table(outcome.summary))
         judges = usage_table(outcome.summary)  # None when the run asked no judge

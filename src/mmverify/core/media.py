@@ -107,15 +107,21 @@ def _describe(exc: BaseException) -> str:
     return _OBJECT_REPR.sub("<data>", str(exc))
 
 
+# Raster formats a generator plausibly writes (JPEG includes camera MPO files).  Pillow would open
+# anything it knows -- EPS through Ghostscript, rarely used decoders that fail in unexpected ways.
+IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF")
+
+
 def load_image(source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> np.ndarray:
-    """Decode an image to a C-contiguous ``uint8`` array ``(H, W, 3)``; first frame of animations."""
+    """Decode an image (one of :data:`IMAGE_FORMATS`) to a C-contiguous ``uint8`` array
+    ``(H, W, 3)``; first frame of animations."""
     from PIL import Image, UnidentifiedImageError
 
     data = read_bytes(source, limits)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
+            image = Image.open(io.BytesIO(data), formats=IMAGE_FORMATS)
             width, height = image.size
             if width <= 0 or height <= 0:
                 raise MediaError(MediaReason.UNDECODABLE, f"invalid image size {width}x{height}")
@@ -130,7 +136,7 @@ def load_image(source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> np.
         raise
     except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise MediaError(MediaReason.UNDECODABLE, f"not a decodable image ({_describe(exc)})") from None
-    except (OSError, ValueError, SyntaxError, EOFError) as exc:  # truncated or corrupt payloads
+    except (OSError, ValueError, SyntaxError, EOFError, NotImplementedError) as exc:  # truncated, corrupt or unsupported variants
         raise MediaError(MediaReason.UNDECODABLE, f"corrupt image data ({_describe(exc)})") from None
     return np.ascontiguousarray(array)
 

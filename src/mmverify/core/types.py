@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 PartType = Literal["text", "image", "audio"]
 PART_TYPES: tuple[str, ...] = ("text", "image", "audio")
@@ -43,13 +43,18 @@ class Instance:
     data: Mapping[str, Any]
     source: str = ""  # instruction file stem, names the instance's media (``image/<source>_<k>.png``)
     media_dir: Path | None = None  # folder holding ``image/`` and ``audio/`` of the instruction set
+    # the run's path policy (data root, symlinks) when the media sit beside the generations rather
+    # than in an instruction set: ``image/<source>_<k>.png`` -> its path, or ScoringError
+    resolve: Callable[[str], Path] | None = field(default=None, repr=False)
 
     def media_path(self, kind: str, index: int) -> Path | None:
-        """Where input/reference media number ``index`` lives (official layout), if known."""
-        if self.media_dir is None:
-            return None
+        """Where input/reference media number ``index`` lives (official layout), if known; raises
+        ScoringError (path_outside_root) when the run's path policy refuses that path."""
         suffix = {"image": "png", "audio": "wav"}[kind]
-        return self.media_dir / kind / f"{self.source}_{int(index)}.{suffix}"
+        name = f"{kind}/{self.source}_{int(index)}.{suffix}"
+        if self.resolve is not None:
+            return self.resolve(name)
+        return None if self.media_dir is None else self.media_dir / name
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,11 @@ import binascii
 import json
 import os
 import stat
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..core.errors import ErrorCode
+from ..core.errors import ErrorCode, ScoringError
 from ..core.types import PART_TYPES, Generation, Part
 from .jsonsafe import first_problem, loads
 
@@ -180,6 +180,27 @@ def is_regular_file(path: Path) -> bool:
 
 class PathPolicyError(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class MediaPaths:
+    """The path policy of a run, for the media paths a line names and the instance media an
+    annotation numbers alike: relative paths resolve against ``base_dir``; with a ``data_root``,
+    one that resolves outside it (symlinks included) is refused; with ``allowed`` False (a
+    server without a data root), every path is."""
+
+    base_dir: Path
+    data_root: Path | None = None
+    allowed: bool = True
+
+    def resolve(self, path: str) -> Path:
+        """``path`` resolved, or ScoringError(path_outside_root) when the policy refuses it."""
+        if not self.allowed:
+            raise ScoringError(ErrorCode.PATH_OUTSIDE_ROOT, f"{path!r}: media paths are not accepted here (no data root is set)")
+        try:
+            return resolve_media_path(path, self.base_dir, self.data_root)
+        except PathPolicyError as exc:
+            raise ScoringError(ErrorCode.PATH_OUTSIDE_ROOT, str(exc)) from None
 
 
 def resolve_media_path(path: str, base_dir: Path, data_root: Path | None) -> Path:

@@ -12,16 +12,19 @@ from typing import Any, Callable, Mapping
 
 from ..core.errors import ErrorCode
 from .reward import Item, Refused
-from .reward_json import describe_exception, loads_json
+from .reward_json import JsonBudget, TooManyValues, describe_exception, loads_json
 
 RESPONSE_PLACEHOLDER = "response"  # {"type": "response"} in a parts list stands for the generated text
 
 
-def decode_json(value: Any) -> Any:
+def decode_json(value: Any, budget: JsonBudget | None = None) -> Any:
     """A JSON string decoded (over-long integers become markers the reward refuses); anything
-    else, or text that does not decode, as is."""
+    else, or text that does not decode, as is.  With a ``budget`` (a server request's), the text
+    is charged to it first: nested too deeply, it stays text; over the budget, TooManyValues."""
     if isinstance(value, (str, bytes)):
         try:
+            if budget is not None:
+                budget.take(value)
             return loads_json(value)
         except (ValueError, RecursionError):
             return value
@@ -30,9 +33,12 @@ def decode_json(value: Any) -> Any:
 
 def guarded_item(task: Any, make: Callable[..., Item], *args: Any) -> Item:
     """``make(*args)``, or -- when building the item fails -- a Refused entry (naming ``task``), so
-    a bad sample costs its own row and never the batch."""
+    a bad sample costs its own row and never the batch.  A spent JSON budget is the request's
+    problem, not the sample's: it propagates."""
     try:
         return make(*args)
+    except TooManyValues:
+        raise
     except Exception as exc:
         context = {"task": task} if isinstance(task, str) else None
         return Refused(ErrorCode.MALFORMED_LINE, f"cannot build this item: {describe_exception(exc)}", context)

@@ -33,6 +33,7 @@ import numpy as np
 from ..core.errors import ErrorCode
 from .adapter_items import decode_json, guarded_item, with_response
 from .reward import ERROR_POLICIES, Item, Refused, Reward, image_part, scores_from_rows
+from .reward_json import JsonBudget
 
 
 def _check_policy(on_error: str, allowed: Sequence[str] = ERROR_POLICIES) -> str:
@@ -296,28 +297,29 @@ class FlowGRPOReward:
 # -- OpenRLHF --------------------------------------------------------------------------------------
 
 
-def _label_item(label: Any, query: Any, prompt: Any) -> Item:
+def _label_item(label: Any, query: Any, prompt: Any, budget: JsonBudget | None) -> Item:
     text = query if isinstance(query, str) else str(query)
     if isinstance(prompt, str) and prompt and text.startswith(prompt):
         text = text[len(prompt):]  # OpenRLHF sends prompt + response as the query
-    decoded = decode_json(label)
+    decoded = decode_json(label, budget)
     if not isinstance(decoded, Mapping):
         return Refused(ErrorCode.MALFORMED_LINE, 'each label must be a JSON object {"task": ..., "instance": {...}}', label)
     item = {key: decoded[key] for key in ("task", "instance", "instance_id", "sample", "model") if key in decoded}
     if "instance" in item:
-        item["instance"] = decode_json(item["instance"])
+        item["instance"] = decode_json(item["instance"], budget)
     item["parts"] = with_response(decoded.get("parts"), text)
     return item
 
 
-def openrlhf_items(body: Mapping[str, Any]) -> list[Item]:
+def openrlhf_items(body: Mapping[str, Any], budget: JsonBudget | None = None) -> list[Item]:
     """Items for an OpenRLHF body ``{"query": [...], "prompts": [...], "labels": [...]}``.
 
     ``query[i]`` is prompt + response (the prompt prefix, when ``prompts[i]`` is given and matches,
     is cut off); ``labels[i]`` is a JSON string (or object) ``{"task": ..., "instance": {...}}``
     with optional ``parts`` (media the rollout produced, by path or base64; ``{"type":
     "response"}`` marks where the response text goes -- without ``parts`` the response is the text).
-    Raises ``ValueError`` for a body of the wrong shape.
+    Raises ``ValueError`` for a body of the wrong shape.  ``budget`` (the server's) bounds the JSON
+    the labels' strings decode to, as the body's own (TooManyValues past it).
     """
     if not isinstance(body, Mapping):
         raise ValueError("the body must be a JSON object")
@@ -336,7 +338,7 @@ def openrlhf_items(body: Mapping[str, Any]) -> list[Item]:
         prompts = [None] * len(queries)
     if not isinstance(prompts, list) or len(prompts) != len(queries):
         raise ValueError(f"'prompts' must be a list as long as 'query' ({len(queries)})")
-    return [guarded_item(None, _label_item, label, query, prompt) for query, prompt, label in zip(queries, prompts, labels)]
+    return [guarded_item(None, _label_item, label, query, prompt, budget) for query, prompt, label in zip(queries, prompts, labels)]
 
 
 def openrlhf_response(rows: Sequence[Mapping[str, Any]], on_error: str = "raise") -> dict[str, Any]:

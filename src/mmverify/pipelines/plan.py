@@ -17,7 +17,7 @@ from ..core.registry import UnknownIdError
 from ..core.settings import scoring_settings
 from ..core.types import Generation, Instance
 from ..data.instructions import InstructionSet
-from ..data.manifest import ManifestError, PathPolicyError, is_regular_file, parse_line, resolve_media_path
+from ..data.manifest import ManifestError, MediaPaths, is_regular_file, parse_line
 from ..tasks.base import DEFAULT_PROFILE, check_profile
 from ..tasks.catalog import CATALOG, SOURCE_FILES, TASK_REGISTRY, judge_role, task_info, tasks_for_source
 from ..tasks.response import ResolvedPart
@@ -87,6 +87,7 @@ class Planner:
     thresholds: Mapping[str, Threshold] = field(default_factory=dict)
     limits: MediaLimits = DEFAULT_LIMITS
     profile: str = DEFAULT_PROFILE
+    allow_paths: bool = True  # False: inline media only (a reward server without a data root)
 
     def __post_init__(self) -> None:
         check_profile(self.profile)
@@ -95,6 +96,10 @@ class Planner:
         self.stats = PlanStats()
 
     # -- helpers ---------------------------------------------------------------------------------
+    @property
+    def paths(self) -> MediaPaths:
+        return MediaPaths(self.manifest_dir, self.data_root, self.allow_paths)
+
     def _task(self, task_id: str) -> Any:
         if task_id not in self._task_objects:
             self._task_objects[task_id] = TASK_REGISTRY.get(task_id).build(self.profile)
@@ -102,8 +107,10 @@ class Planner:
 
     def _instance(self, generation: Generation, source: str) -> Instance:
         if generation.instance is not None:
-            media_dir = self.instructions.root if self.instructions else self.manifest_dir
-            return Instance(id=generation.instance_id, data=generation.instance, source=source, media_dir=media_dir)
+            if self.instructions:  # the instruction set's own media, in the folder the user named
+                return Instance(id=generation.instance_id, data=generation.instance, source=source, media_dir=self.instructions.root)
+            paths = self.paths  # media beside the generations: the policy of the parts' paths
+            return Instance(id=generation.instance_id, data=generation.instance, source=source, media_dir=paths.base_dir, resolve=paths.resolve)
         if self.instructions is None:
             raise ScoringError(
                 ErrorCode.UNKNOWN_INSTANCE,
@@ -135,10 +142,7 @@ class Planner:
                 fingerprint.append([part.type, sha256_bytes(part.data)])
             else:
                 assert part.path is not None
-                try:
-                    path = resolve_media_path(part.path, self.manifest_dir, self.data_root)
-                except PathPolicyError as exc:
-                    raise ScoringError(ErrorCode.PATH_OUTSIDE_ROOT, str(exc)) from None
+                path = self.paths.resolve(part.path)
                 if not is_regular_file(path):
                     raise ScoringError(ErrorCode.MISSING_MEDIA, f"{part.type} file not found: {part.path}")
                 try:
@@ -158,15 +162,16 @@ class Planner:
             if not isinstance(indices, list):
                 continue
             for index in indices:
-                path = instance.media_path(kind, index) if isinstance(index, int) else None
-                prints.append([name, index, self._readable_digest(path)])
+                prints.append([name, index, self._readable_digest(instance, kind, index)])
         return prints
 
-    def _readable_digest(self, path: Path | None) -> str | None:
-        """The digest of an instance media file, or None when it is absent or cannot be read."""
+    def _readable_digest(self, instance: Instance, kind: str, index: Any) -> str | None:
+        """The digest of an instance media file, or None when it is absent, cannot be read or is
+        refused by the path policy (scoring reports that when the task reads it)."""
         try:
+            path = instance.media_path(kind, index) if isinstance(index, int) else None
             return self._digests(path) if path is not None and is_regular_file(path) else None
-        except OSError:
+        except (OSError, ScoringError):
             return None
 
     # -- planning --------------------------------------------------------------------------------

@@ -214,6 +214,7 @@ class Reward:
             thresholds=threshold_map,
             limits=self.limits,
             profile=self.profile,
+            allow_paths=self.allow_paths,
         )
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ import sys
 from typing import Any, Mapping, Union
 
 DESCRIBED_DEPTH = 200  # nesting beyond this is reported as the problem of an unwritable item
+MAX_DECODED_DEPTH = 400  # documents nested deeper are refused before decoding, whatever stack decodes them
 
 
 class UnrepresentableNumber:
@@ -39,6 +40,80 @@ def loads_json(text: str | bytes | bytearray) -> Any:
     failing the whole document (NaN, Infinity and lone surrogates decode as Python does; items
     holding them are refused by :func:`json_problem`).  Raises ValueError or RecursionError."""
     return json.loads(text, parse_int=_parse_int)
+
+
+def _patterns(pattern: str) -> dict[type, re.Pattern]:
+    """``pattern`` for text and for bytes; its first group is a JSON string (contents skipped)."""
+    full = r'("[^"\\]*(?:\\.[^"\\]*)*")|' + pattern
+    return {str: re.compile(full), bytes: re.compile(full.encode())}
+
+
+_COUNTED = _patterns(r"[\[{,]")  # strings, and what starts a value of a container
+_NESTING = _patterns(r"([\[{]+)|[\]}]+")  # strings, runs of openers (group 2), runs of closers
+
+
+def count_json_values(text: str | bytes | bytearray, limit: int) -> int:
+    """Containers plus separated elements of a JSON document, counted on its raw text (string
+    contents skipped) and only up to just past ``limit``: an upper bound on the objects decoding
+    would create, found without creating any.  Strings are always skipped, never counted in a
+    cheaper tally of every ``[{,``: a request's JSON strings are charged when they are decoded."""
+    count = 1
+    for match in _COUNTED[str if isinstance(text, str) else bytes].finditer(text):
+        if match.lastindex is None:  # not a string
+            count += 1
+            if count > limit:
+                break
+    return count
+
+
+def json_depth(text: str | bytes | bytearray, limit: int) -> int:
+    """How deeply a JSON document nests, found on its raw text (string contents skipped) and only
+    up to just past ``limit``; when the brackets alone cannot go past ``limit``, their count.
+    Python's decoder recurses once per level, so where its recursion limit strikes depends on the
+    stack it runs on: checking depth first makes that one rule."""
+    bound = sum(text.count(mark) for mark in (("[", "{") if isinstance(text, str) else (b"[", b"{")))  # type: ignore[arg-type]
+    if bound <= limit:
+        return bound
+    depth = deepest = 0
+    for match in _NESTING[str if isinstance(text, str) else bytes].finditer(text):
+        run = match.end() - match.start()
+        if match.lastindex == 2:
+            depth += run
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                break
+        elif match.lastindex is None:
+            depth -= run
+    return deepest
+
+
+class TooManyValues(Exception):
+    """A request whose JSON (its body and the JSON strings decoded from it) holds more values than
+    its budget; not a ValueError, so no per-item guard turns it into a row."""
+
+
+class TooDeep(ValueError):
+    """A JSON document nested deeper than :data:`MAX_DECODED_DEPTH`."""
+
+
+class JsonBudget:
+    """The JSON one request may decode: ``values`` values in all, over its body and every JSON
+    string decoded from it, and no document nested deeper than ``max_depth`` -- both checked on
+    the raw text before anything is decoded."""
+
+    def __init__(self, values: int, max_depth: int = MAX_DECODED_DEPTH) -> None:
+        self.limit = self.left = values
+        self.max_depth = max_depth
+
+    def take(self, text: str | bytes | bytearray) -> None:
+        """Charge ``text`` before it is decoded: TooManyValues once the budget is spent, TooDeep
+        for nesting past ``max_depth``."""
+        count = count_json_values(text, self.left)
+        if count > self.left:
+            raise TooManyValues(f"the body holds more than {self.limit} JSON values")
+        self.left -= count
+        if json_depth(text, self.max_depth) > self.max_depth:
+            raise TooDeep(f"nested deeper than {self.max_depth} levels")
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -10,8 +10,10 @@ Limits (every error reply is JSON ``{"error": {"code", "message"}}``):
 
 * bodies over ``max_body_bytes`` and requests over ``max_items`` items get 413, and so do bodies
   holding more than ``max_json_values`` JSON values -- counted on the raw bytes before decoding,
-  so a body of ``[[],[],...]`` never becomes millions of objects; nesting is bounded by the
-  decoder's recursion limit (400);
+  so a body of ``[[],[],...]`` never becomes millions of objects; /get_reward's labels (JSON
+  strings) are counted the same way, within the same budget, before they are decoded; bodies nested
+  deeper than 400 levels get 400, found before decoding too, so the outcome never depends on which
+  thread decodes (bodies over 64 KB are counted and decoded off the event loop);
 * request bodies held at once (reading, decoding, waiting, scoring) are bounded by
   ``max_inflight_bytes``; requests beyond wait for room, at most ``max_waiting`` of them and for
   at most ``request_timeout`` -- beyond that, 429 with ``Retry-After``;
@@ -47,16 +49,24 @@ from typing import Any, AsyncIterator, Awaitable
 from .. import __version__
 from .adapters import openrlhf_items, openrlhf_response
 from .reward import Item, Reward, RewardError
-from .reward_json import describe_exception
+from .reward_json import JsonBudget, describe_exception
 from .server_batch import MicroBatcher
 from .server_gate import Gate, PathRedactor, json_safe, log_line, setup_logging
-from .server_limits import CLOSE, INLINE_DECODE_BYTES, MIN_CHARGE, Admission, HTTPError, ServerBusy, ServerConfig, decode_body
+from .server_limits import CLOSE, INLINE_DECODE_BYTES, MIN_CHARGE, Admission, Convert, HTTPError, ServerBusy, ServerConfig, decode_body
 from .server_process import BackgroundServer, bind, uvicorn_server
+
+
+def reward_items(body: Any, budget: JsonBudget) -> list[Item]:
+    """/get_reward's items; its labels are JSON strings, decoded within the body's own budget."""
+    try:
+        return openrlhf_items(body, budget)
+    except ValueError as exc:
+        raise HTTPError(422, "invalid_body", str(exc)) from None
 
 
 def build_reward(config: ServerConfig) -> Reward:
     root = config.data_root.resolve() if config.data_root else None
-    return Reward(
+    reward = Reward(
         list(config.tasks) if config.tasks else None,
         thresholds=config.thresholds,
         instructions=config.instructions,
@@ -66,6 +76,7 @@ def build_reward(config: ServerConfig) -> Reward:
         timeout=config.item_timeout,
         **config.reward_options,
     )
+    return reward
 
 
 def create_app(config: ServerConfig, reward: Reward | None = None) -> Any:
@@ -137,14 +148,15 @@ def create_app(config: ServerConfig, reward: Reward | None = None) -> Any:
             raise HTTPError(400, "client_disconnected", "the client went away before sending its body") from None
         return body
 
-    async def decode(body: bytearray) -> Any:
+    async def decode(body: bytearray, then: Convert | None) -> Any:
         if len(body) <= INLINE_DECODE_BYTES or not parsers:
-            return decode_body(body, config.max_json_values)
-        return await asyncio.get_running_loop().run_in_executor(parsers[0], decode_body, body, config.max_json_values)
+            return decode_body(body, config.max_json_values, then)
+        return await asyncio.get_running_loop().run_in_executor(parsers[0], decode_body, body, config.max_json_values, then)
 
     @contextlib.asynccontextmanager
-    async def request_json(request: Request) -> AsyncIterator[Any]:
-        """The decoded body, held against ``max_inflight_bytes`` until the reply is built."""
+    async def request_json(request: Request, then: Convert | None = None) -> AsyncIterator[Any]:
+        """The decoded body (or what ``then`` makes of it, on the same thread and JSON budget), held
+        against ``max_inflight_bytes`` until the reply is built."""
         declared = request.headers.get("content-length")
         expected = int(declared) if declared is not None and declared.isdigit() else 0
         if expected > config.max_body_bytes:
@@ -158,7 +170,7 @@ def create_app(config: ServerConfig, reward: Reward | None = None) -> Any:
         try:
             timeout = HTTPError(408, "body_timeout", f"the request body did not arrive within {config.body_timeout:g} s", headers=CLOSE)
             body = await bounded(read_body(request, charge), config.body_timeout, timeout)
-            yield await decode(body)
+            yield await decode(body, then)
         finally:
             admission.release(charge[0])
 
@@ -195,11 +207,7 @@ def create_app(config: ServerConfig, reward: Reward | None = None) -> Any:
             return respond({"results": await score_all(request, body["items"])})
 
     async def get_reward(request: Request) -> Any:
-        async with request_json(request) as body:
-            try:
-                items = openrlhf_items(body)
-            except ValueError as exc:
-                raise HTTPError(422, "invalid_body", str(exc)) from None
+        async with request_json(request, reward_items) as items:
             rows = await score_all(request, items)
         try:
             return respond(openrlhf_response(rows, config.on_error))

@@ -1,19 +1,19 @@
 """The reward server's configuration and request limits: the :class:`ServerConfig`, the JSON
 errors replies carry (:class:`HTTPError`), the admission of request bodies against
-``max_inflight_bytes`` and the counting and decoding of bodies against ``max_json_values``."""
+``max_inflight_bytes`` and the decoding of bodies after their values were counted against
+``max_json_values`` and their nesting against a fixed depth."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
 import contextlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .reward import DEFAULT_ITEM_TIMEOUT_S
-from .reward_json import loads_json
+from .reward_json import JsonBudget, TooDeep, TooManyValues, loads_json
 
 
 @dataclass
@@ -127,35 +127,27 @@ class Admission:
                 future.set_result(None)
 
 
-_JSON_COUNTED = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{,]')
+Convert = Callable[[Any, JsonBudget], Any]  # a decoded body -> what a route works on
 
 
-def count_json_values(body: bytes | bytearray, limit: int) -> int:
-    """Containers plus separated elements of a JSON document, counted on its bytes (string
-    contents skipped) and only up to just past ``limit``: an upper bound on the objects decoding
-    would create, found without creating any."""
-    bound = body.count(b"[") + body.count(b"{") + body.count(b",") + 1
-    if bound <= limit:
-        return bound
-    count = 1
-    for match in _JSON_COUNTED.finditer(body):
-        if body[match.start()] != 0x22:  # not a string: '[', '{' or ','
-            count += 1
-            if count > limit:
-                break
-    return count
-
-
-def decode_body(body: bytes | bytearray, max_values: int) -> Any:
-    """A request body decoded, after its structure was counted against ``max_values``.  Over-long
-    integers decode to markers (their items are refused one by one); nesting stops at the
-    decoder's recursion limit."""
-    if count_json_values(body, max_values) > max_values:
-        raise HTTPError(413, "too_many_values", f"the body holds more than {max_values} JSON values")
+def decode_body(body: bytes | bytearray, max_values: int, then: Convert | None = None) -> Any:
+    """A request body decoded after its values were counted against ``max_values`` and its nesting
+    against the fixed depth; with ``then``, what ``then(document, budget)`` makes of it, any JSON
+    strings it decodes drawing on the same budget.  Over-long integers decode to markers (their
+    items are refused one by one)."""
+    budget = JsonBudget(max_values)
     try:
+        document = _decoded(body, budget)
+        return document if then is None else then(document, budget)
+    except TooManyValues as exc:
+        raise HTTPError(413, "too_many_values", str(exc)) from None
+
+
+def _decoded(body: bytes | bytearray, budget: JsonBudget) -> Any:
+    try:
+        budget.take(body)
         return loads_json(body)
-    except RecursionError:
+    except (TooDeep, RecursionError):
         raise HTTPError(400, "invalid_json", "the request body is nested too deeply") from None
     except ValueError:
         raise HTTPError(400, "invalid_json", "the request body is not valid JSON") from None
-
