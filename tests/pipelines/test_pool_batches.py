@@ -19,6 +19,7 @@ from typing import Any, Callable
 import pytest
 
 from mmverify.core.types import Check, Instance
+from mmverify.models.batching import forward
 from mmverify.pipelines import execute, pool as pool_module
 from mmverify.pipelines.execute import LocalExecutor
 from mmverify.pipelines.plan import WorkItem
@@ -49,6 +50,9 @@ class Rendezvous(Task):
             os._exit(3)
         if data.get("hang"):
             time.sleep(SAFETY_S)  # one C call: no deadline inside the process can interrupt it
+        if "forward" in data:  # a model forward, on the device thread when scored together;
+            hang = data["forward"] == "hang"  # a hang there is one C call, as above
+            forward(self, data["forward"], [0], lambda batch: (time.sleep(SAFETY_S) if hang else None) or batch, 1)
         parties = data.get("parties", 1)
         with _MEETING_LOCK:
             barrier = _MEETING.setdefault(f"{parties}", threading.Barrier(parties))
@@ -122,6 +126,18 @@ def test_a_native_hang_in_a_batch_times_out_only_its_item(registered):
     rows = list(processes(in_flight=4, timeout=LIMIT_S).run(items))
     assert outcomes(rows) == ["scored", "scored", "timeout", "scored", "scored"]
     assert f"{LIMIT_S:g} s" in rows[2]["error"]["message"]
+
+
+def test_a_native_hang_in_a_batched_forward_times_out_only_its_item(registered):
+    """The hang holds the worker's device thread: the neighbours run past their limit among the
+    others, are scored again alone, and only the item at fault gets a timeout row."""
+    items = [item(0)] + [item(i, forward="hang" if i == 2 else "quick", value=i) for i in range(1, 5)]
+    # a warm-up budget, so that the item at fault, scored again alone on a fresh (cold) worker, is
+    # stopped there too rather than waiting out its hang
+    pool = ProcessExecutor(workers=2, timeout=LIMIT_S, warmup_timeout=5 * LIMIT_S, initializer=install, in_flight=4)
+    found = outcomes(list(pool.run(items)))
+    assert found[:2] + found[3:] == ["scored"] * 4
+    assert found[2] in ("timeout", "warmup_timeout")  # on a warm worker or a fresh one
 
 
 @pytest.mark.slow
