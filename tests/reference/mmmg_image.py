@@ -1,8 +1,9 @@
 """The published MMMG image evaluator's decisions, re-derived independently for differential tests.
 
-Source read: ``eval_image.py`` at 0473209a (``IObject*``, ``IObjectCount``, ``ISpacial*``, ``IOCR*``,
-``IEdit*``, ``IEditAdd``) and ``utils.py`` at ecf3dfe (``extract_list``, ``calculate_ssim``).  Written
-from that behaviour, not from mmverify's code.
+Source read: ``eval_image.py`` at f7de1cf7 (``IObject*``, ``IObjectCount``, ``ISpacial*``, ``IOCR*``,
+``IEdit*``, ``IEditAdd``; identical to 0473209a except the counting reader, see below), the counting
+prompts ``I_OBJECT_COUNT_PROMPT_LESS`` / ``_MORE`` of ``prompt.py`` at d341665a, and ``utils.py`` at
+ecf3dfe (``extract_list``, ``calculate_ssim``).  Written from that behaviour, not from mmverify's code.
 
 The judge is abstracted where mmverify asks its own questions: a test passes the *meaning* of an
 answer (present or not, the count the judge saw, the option meaning it chose) and these functions
@@ -44,11 +45,19 @@ def first_option(reply: str, letters: str) -> str | None:
     return found.group(1) if found else None
 
 
-def count_value(reply: str) -> int:
-    """Counting MCQ: the first "Answer:" followed by optional spaces and a capital A-F, as 1-6;
-    0 when there is none."""
+def count_value(reply: str, a_is: int = 1) -> int:
+    """Counting MCQ: the first "Answer:" followed by optional whitespace and a capital A-F, as its
+    position counted from ``a_is`` (0473209a counted A as 1, f7de1cf7 as 0); 0 when there is none."""
     found = re.search(r"Answer:\s*([A-F])", reply)
-    return ord(found.group(1)) - ord("A") + 1 if found else 0
+    return "ABCDEF".index(found.group(1)) + a_is if found else 0
+
+
+def count_reply_passes(count: int, reply: str, version: str = "f7de1cf7") -> bool:
+    """``IObjectCount`` from the raw reply: the value must be ``count - 2`` (counts up to 6, asked
+    with ``COUNT_LESS``) or ``count - 6`` (above 6, ``COUNT_MORE``).  At f7de1cf7 (A = 0) that is
+    the option naming the count; at 0473209a (A = 1) it was the option below it."""
+    wanted = count - 2 if count <= 6 else count - 6
+    return count_value(reply, a_is={"f7de1cf7": 0, "0473209a": 1}[version]) == wanted
 
 
 def first_list(reply: str) -> list:
@@ -75,10 +84,11 @@ def existence_score(objects: Sequence[bool]) -> float:
     return sum(map(float, objects)) / len(objects)
 
 
-# the option sets of the counting question, by the meaning of each option; the published code asks
-# the first set for annotated counts up to 6 and the second for counts above 6 (one question)
+# the option sets of the counting question in letter order (A-F), by the meaning of each option;
+# the published code asks the first (I_OBJECT_COUNT_PROMPT_LESS) for annotated counts up to 6 and
+# the second (_MORE) for counts above 6 (one question)
 COUNT_UP_TO_6 = ("fewer than 3", 3, 4, 5, 6, "more than 6")
-COUNT_ABOVE_6 = (7, 8, 9, 10, "fewer than 7", "more than 10")
+COUNT_ABOVE_6 = ("fewer than 7", 7, 8, 9, 10, "more than 10")
 
 
 def option_for(seen: int, options: Sequence[object]) -> object:
@@ -100,10 +110,10 @@ def count_passes(count: int, seen: int) -> bool:
 
 
 def published_count_letter(count: int) -> str:
-    """The letter the published code expects: value ``count - 2`` up to 6, ``count - 6`` above, with
-    A = 1.  For 7-10 this pins the options' letters (A = 7 ... D = 10)."""
+    """The letter the published code (f7de1cf7) expects: value ``count - 2`` up to 6, ``count - 6``
+    above, with A = 0 -- in both option sets the letter of the option naming the count."""
     value = count - 2 if count <= 6 else count - 6
-    return chr(ord("A") + value - 1)
+    return "ABCDEF"[value]
 
 
 def relative_score(gate: bool, answered: str, relation: str) -> float:

@@ -25,44 +25,48 @@ from mmverify.tasks.image_ocr import (
 )
 from mmverify.verifiers.image.preserve import check_preserved_outside, edited_crop, widen_box
 from mmverify.verifiers.vlm.parse import parse_choice, parse_text_list, parse_yes_no
-from mmverify.verifiers.vlm.templates import count_letter, count_more_letter, question
+from mmverify.verifiers.vlm.templates import published_count_letter, question
 from tests.reference import mmmg_image as ref
 
 SEEDS = range(300)
 
 
-# -- counting: which option names the count, and its letter ------------------------------------------
+# -- counting: the published option layout, and which letter passes --------------------------------------
 def offered(prompt: str) -> dict[str, str]:
     """Option letter -> option text, as listed in a filled prompt."""
     return dict(re.findall(r"^([A-F])\. (.+)$", prompt, flags=re.MULTILINE))
 
 
+def mmmg_count_template(count: int) -> str:
+    return "count" if count <= 6 else "count_above_six"
+
+
 @pytest.mark.parametrize("count", range(3, 11))
-def test_the_expected_letter_is_the_option_naming_the_count(count):
-    template, letter = ("count", count_letter(count)) if count <= 6 else ("count_more", count_more_letter(count))
-    options = offered(question(template, target="cats").prompt)
-    assert options[letter] == str(count)
-    # the options offered are those of the published set for this count, by meaning
-    meanings = {text if not text.isdigit() else int(text) for text in options.values()}
-    published = {o if isinstance(o, int) else str(o) for o in ref.count_options(count)}
-    assert {m for m in meanings if isinstance(m, int)} == {m for m in published if isinstance(m, int)}
-    assert len(options) == 6 and len([m for m in meanings if isinstance(m, str)]) == 2
-
-
-@pytest.mark.parametrize("count", range(7, 11))
-def test_counts_above_six_use_the_published_letters(count):
-    assert count_more_letter(count) == ref.published_count_letter(count)
+def test_the_mmmg_counting_question_has_the_published_layout(count):
+    options = offered(question(mmmg_count_template(count), target="cats").prompt)
+    assert list(options) == list("ABCDEF")
+    for letter, meaning in zip("ABCDEF", ref.count_options(count)):
+        assert options[letter] == str(meaning) if isinstance(meaning, int) else options[letter].startswith(meaning)
+    # the letter the published value selects is the option naming the count
+    assert published_count_letter(count) == ref.published_count_letter(count)
+    assert options[published_count_letter(count)] == str(count)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_judge_picking_by_meaning_passes_exactly_when_the_published_rule_does(seed):
     rng = random.Random(seed)
     count, seen = rng.randint(3, 10), rng.choice([0, 1, 2, rng.randint(3, 10), rng.randint(3, 10), 11, 14])
-    template, expected = ("count", count_letter(count)) if count <= 6 else ("count_more", count_more_letter(count))
-    options = offered(question(template, target="cats").prompt)
+    options = offered(question(mmmg_count_template(count), target="cats").prompt)
     chosen = ref.option_for(seen, ref.count_options(count))
     [picked] = [k for k, v in options.items() if v == str(chosen) or (isinstance(chosen, str) and v.startswith(chosen))]
-    assert (picked == expected) is ref.count_passes(count, seen)
+    assert (picked == published_count_letter(count)) is ref.count_passes(count, seen)
+    assert ref.count_reply_passes(count, f"I count {seen}.\nAnswer: {picked}") is ref.count_passes(count, seen)
+
+
+def test_the_earlier_published_reader_required_the_option_below_the_count():
+    # 0473209a counted A as 1, so with the same prompts "count - 2" selected the option below the count
+    assert ref.count_reply_passes(3, "Answer: A", version="0473209a") and not ref.count_reply_passes(3, "Answer: A")
+    assert ref.count_reply_passes(7, "Answer: B") and not ref.count_reply_passes(7, "Answer: B", version="0473209a")
 
 
 # -- reading verdicts ----------------------------------------------------------------------------------

@@ -93,6 +93,17 @@ def count_passes(claim: int, letter: str) -> bool:
     return ord(letter.lower()) - ord("a") + 2 == claim
 
 
+def count_reply_passes(claim: int, reply: str) -> bool | None:
+    """``ITCoherenceCount.model_process_response`` on the raw reply: the code point of the first
+    character of the stripped, lower-cased reply, minus 95, must be the claimed count (so "b..."
+    confirms 3 whatever the reply goes on to say).  None where the published code crashed (an
+    empty or all-whitespace reply has no first character)."""
+    lowered = reply.strip().lower()
+    if lowered == "":
+        return None
+    return ord(lowered[0]) - 95 == claim
+
+
 # -- colour -----------------------------------------------------------------------------------------
 PUBLISHED_MULTICOLOURED = ["microwave", "ball", "TV", "globe", "toothbrush", "knife", "tennis racket", "camera"]
 

@@ -98,14 +98,33 @@ def row_of(instructions: Path, task: str, index: int) -> dict:
 
 # -- count ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("text", "answer", "expected"), [("<count>4</count>", "C", 1.0), ("There are <count>4</count>.", "D", 0.0), ("<count>6</count>", "E", 1.0)])
-def test_count_letter_must_be_the_claimed_counts(tmp_path, image, mmmg_instructions, monkeypatch, text, answer, expected):
+def test_count_letter_must_be_the_claimed_counts_in_strict(tmp_path, image, mmmg_instructions, monkeypatch, text, answer, expected):
     judges = install(monkeypatch, FakeJudge().on("count", letter(answer), target="benches"))
-    row = score(tmp_path, mmmg_instructions, "it_coherence_count", "it_coherence_count/0", text)
+    row = score(tmp_path, mmmg_instructions, "it_coherence_count", "it_coherence_count/0", text, profile="strict")
     assert row["score"] == expected and row["passed"] is (expected == 1.0)
     assert row["evidence"]["claimed_count"] == int(text.split(">")[1].split("<")[0])
     assert row["evidence"]["answered_letter"] == answer
     assert judges["default"].templates_asked() == ["count"]
     assert np.array_equal(judges["default"].images[0][0], image)
+
+
+@pytest.mark.parametrize(
+    ("text", "reply", "expected"),
+    [
+        ("<count>4</count>", "C", 1.0),
+        ("<count>4</count>", "c) four benches", 1.0),
+        ("<count>4</count>", "I count four benches.\nAnswer: C", 0.0),  # published: "i" is not 4's letter
+        ("<count>3</count>", "Based on the image there are two.\nAnswer: A", 1.0),  # published: "b" is 3's letter
+        ("<count>6</count>", "  E", 1.0),
+        ("<count>6</count>", "**E**", 0.0),
+    ],
+)
+def test_count_reads_the_first_character_in_mmmg(tmp_path, image, mmmg_instructions, monkeypatch, text, reply, expected):
+    judges = install(monkeypatch, FakeJudge().on("count", reply, target="benches"))
+    row = score(tmp_path, mmmg_instructions, "it_coherence_count", "it_coherence_count/0", text)
+    assert row["score"] == expected and row["evidence"]["answered_letter"] == reply.strip().lower()[0]
+    assert row["evidence"]["judge"][0]["reader"] == "first_character"
+    assert judges["default"].templates_asked() == ["count"]
 
 
 @pytest.mark.parametrize(
@@ -463,11 +482,23 @@ def test_response_shape_faults(tmp_path, image, mmmg_instructions, monkeypatch, 
     assert judges.all_calls() == []
 
 
+# what the published readers make of an unreadable first reply under mmmg (None: an error row)
+READ_AS_PUBLISHED = {
+    "it_coherence_count": {"I cannot tell.\nAnswer: Maybe": 0.0, "": None},  # first character; none crashed
+    "it_coherence_ocr": {"I cannot tell.\nAnswer: Maybe": 0.0, "": 0.0},  # no list: an empty reading
+}
+
+
+@pytest.mark.parametrize("profile", ["mmmg", "strict"])
 @pytest.mark.parametrize("task", TASKS)
-def test_judge_failures_are_error_rows(tmp_path, image, mmmg_instructions, monkeypatch, task):
+def test_judge_failures_are_error_rows(tmp_path, image, mmmg_instructions, monkeypatch, task, profile):
     for reply, code in [(failed(), "judge_failed"), ("I cannot tell.\nAnswer: Maybe", "judge_unparseable"), ("", "judge_unparseable")]:
         install(monkeypatch, FakeJudge().on(None, reply))
-        row = score(tmp_path, mmmg_instructions, task, ROW[task], GOOD_TEXT[task])
+        row = score(tmp_path, mmmg_instructions, task, ROW[task], GOOD_TEXT[task], profile=profile)
+        published = READ_AS_PUBLISHED.get(task, {}).get(reply) if profile == "mmmg" and isinstance(reply, str) else None
+        if published is not None:
+            assert (row["status"], row["score"]) == ("scored", published), row
+            continue
         assert row["status"] == "error" and row["score"] is None and row["passed"] is None, row
         assert row["error"]["code"] == code
 
@@ -736,7 +767,9 @@ def test_position_combination_matches_the_reference(tmp_path, image, monkeypatch
     assert outcomes.count(0.0) >= 10 and outcomes.count(1.0) >= 10  # both verdicts are exercised
 
 
-def test_count_combination_matches_the_reference(tmp_path, image, monkeypatch):
+@pytest.mark.parametrize("profile", ["mmmg", "strict"])
+def test_count_combination_matches_the_reference(tmp_path, image, monkeypatch, profile):
+    """mmmg from the raw reply (the published first-character reader); strict by the letter's meaning."""
     outcomes: list[float] = []
     rng = random.Random(17)
     for _ in range(60):
@@ -744,12 +777,16 @@ def test_count_combination_matches_the_reference(tmp_path, image, monkeypatch):
         before, after = response_text(rng, claim_text, f"<count>{rng.choice('3456')}</count>")
         found = re.search(r"\d", claim_text)
         answer = chr(ord("A") + int(found.group()) - 2) if found and rng.random() < 0.6 else rng.choice("ABCDEF")
-        install(monkeypatch, FakeJudge().on("count", letter(answer)))
-        row = score(tmp_path, None, "it_coherence_count", {"object": "cats"}, after, before=before)
+        reply = letter(answer) if profile == "strict" else rng.choice([answer, answer.lower() + ". ok", letter(answer)])
+        install(monkeypatch, FakeJudge().on("count", reply))
+        row = score(tmp_path, None, "it_coherence_count", {"object": "cats"}, after, before=before, profile=profile)
         text = ref.text_to_read(official_response(before, after), 1, several_images=False)
         claim = ref.count_claim(text) if text is not None else None
-        expected = 0.0 if claim is None else float(ref.count_passes(claim, answer))
-        assert row["score"] == expected, (before, after, row)
+        if claim is None:
+            expected = 0.0
+        else:
+            expected = float(ref.count_passes(claim, answer) if profile == "strict" else ref.count_reply_passes(claim, reply))
+        assert row["score"] == expected, (before, after, reply, row)
         outcomes.append(expected)
     assert outcomes.count(0.0) >= 10 and outcomes.count(1.0) >= 10  # both verdicts are exercised
 
@@ -781,11 +818,11 @@ def test_ocr_combination_matches_the_reference(tmp_path, image, monkeypatch):
 def test_count_end_to_end_through_the_http_judge(vlm_env, tmp_path, image, mmmg_instructions, monkeypatch):
     monkeypatch.setattr(hub_module, "_HUB", None)
     vlm_env.script(by_prompt({"Count the benches": "1. left bench\n2. middle bench\n3. right bench\n4. far bench\n**Answer:** C"}))
-    row = score(tmp_path, mmmg_instructions, "it_coherence_count", "it_coherence_count/0", "<count>4</count>")
+    row = score(tmp_path, mmmg_instructions, "it_coherence_count", "it_coherence_count/0", "<count>4</count>", profile="strict")
     assert row["status"] == "scored" and row["score"] == 1.0, row
     [request] = vlm_env.requests
     assert np.array_equal(request.images[0], image) and "F. more than 6" in request.prompt
     assert row["evidence"]["judge"][0]["judge"] == "test-vlm"
 
-    again = score(tmp_path, mmmg_instructions, "it_coherence_count", "it_coherence_count/0", "<count>4</count>")
+    again = score(tmp_path, mmmg_instructions, "it_coherence_count", "it_coherence_count/0", "<count>4</count>", profile="strict")
     assert vlm_env.count == 1 and (again["score"], again["key"]) == (1.0, row["key"])  # the reply cache answered

@@ -190,13 +190,15 @@ def test_count_up_to_six_needs_the_letter_of_the_count(tmp_path, image, mmmg_ins
     assert "F. more than 6" in prompt and "A. fewer than 3, or none" in prompt
 
 
-def test_count_above_six_is_one_question_with_the_7_to_10_options_in_mmmg(tmp_path, image, mmmg_instructions, monkeypatch):
+def test_count_above_six_is_one_question_with_the_published_7_to_10_options_in_mmmg(tmp_path, image, mmmg_instructions, monkeypatch):
     # i_object_count/24: 7 windmills (its text says 8); "more than 6" no longer passes
-    judges = install(monkeypatch, FakeJudge().on("count_more", letter("A")).on("count", letter("F")))
+    judges = install(monkeypatch, FakeJudge().on("count_above_six", letter("B")).on("count", letter("F")))
     row = score(tmp_path, mmmg_instructions, "i_object_count", "i_object_count/24")
-    assert row["score"] == 1.0 and judges["default"].templates_asked() == ["count_more"]
-    assert row["evidence"]["expected_letters"] == ["A"] and "A. 7" in row["evidence"]["judge"][0]["prompt"]
-    install(monkeypatch, FakeJudge().on("count_more", letter("B")))  # 8
+    assert row["score"] == 1.0 and judges["default"].templates_asked() == ["count_above_six"]
+    prompt = row["evidence"]["judge"][0]["prompt"]
+    assert row["evidence"]["expected_letters"] == ["B"] and "A. fewer than 7, or none\nB. 7\n" in prompt
+    assert row["evidence"]["judge"][0]["reader"] == "first_answer_letter"
+    install(monkeypatch, FakeJudge().on("count_above_six", letter("C")))  # 8
     assert score(tmp_path, mmmg_instructions, "i_object_count", "i_object_count/24")["score"] == 0.0
 
 
@@ -543,11 +545,20 @@ def test_judge_failure_is_an_error_row_never_a_score(tmp_path, image, mmmg_instr
         assert row["error"]["code"] == code
 
 
+# the tasks whose first question is read with a published reader under mmmg (no option: a wrong
+# answer; no list: an empty reading), so the replies below score instead of erroring there
+READ_AS_PUBLISHED_FIRST = {"i_object_count", "i_ocr"}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("task", JUDGED)
 @pytest.mark.parametrize("reply", ["", "Yes\nThe image shows a lot of things and I am not going to say more", "Answer: Maybe", "Answer: Z"])
-def test_unparseable_reply_is_an_error_row(tmp_path, image, mmmg_instructions, monkeypatch, task, reply):
+def test_unparseable_reply_is_an_error_row(tmp_path, image, mmmg_instructions, monkeypatch, task, reply, profile):
     install(monkeypatch, FakeJudge().on(None, reply), ocr_second=second_reader(reply, auto=False))
-    row = score(tmp_path, mmmg_instructions, task, FIRST[task])
+    row = score(tmp_path, mmmg_instructions, task, FIRST[task], profile=profile)
+    if profile == "mmmg" and task in READ_AS_PUBLISHED_FIRST:
+        assert (row["status"], row["score"]) == ("scored", 0.0)  # as published: no option / no text read
+        return
     assert row["status"] == "error" and row["score"] is None
     assert row["error"]["code"] == "judge_unparseable"
     assert ("empty reply" in row["error"]["message"]) if not reply else (reply[-20:] in row["error"]["message"])
@@ -609,7 +620,7 @@ def test_params_carry_the_template_version_and_the_profile_settings():
 
     for task in JUDGED:
         params = TASK_REGISTRY.get(task)().params()
-        assert params["templates"] == TEMPLATE_KEY and TEMPLATE_KEY.startswith("2:") and params["roles"]
+        assert params["templates"] == TEMPLATE_KEY and TEMPLATE_KEY.startswith("3:") and params["roles"]
     settings = {"i_object_count": "stages", "i_spacial_relative": "gates", "i_spacial_absolute": "gates", "i_ocr": "normalization",
                 "i_ocr_two": "normalization", "i_ocr_multi_lingual": "normalization"}  # fmt: skip
     for task, key in settings.items():

@@ -140,7 +140,7 @@ def test_math_text_errors(tmp_path, images, monkeypatch):
         ("The answer is a row of squares.", ("gen0.png",), "missing_pattern"),
         ("<<>> and then << {} >>", ("gen0.png",), "missing_pattern"),
         (MATH_TEXT, (), "no_image"),
-        (None, ("gen0.png",), "no_text"),
+        (None, ("gen0.png",), "missing_pattern"),  # published: images alone pass the shape check
         ("Multi-line:\n<<A 3x3 grid\nwith the centre filled.>>", ("gen0.png",), "missing_pattern"),  # published: one line
     ]:
         judges = install(monkeypatch, FakeJudge(auto=True))
@@ -148,6 +148,8 @@ def test_math_text_errors(tmp_path, images, monkeypatch):
         assert (row["status"], row["score"], row["reason"], row["passed"]) == ("scored", 0.0, reason, False), row
         assert judges.all_calls() == []
     judges = install(monkeypatch, FakeJudge(auto=True))
+    row = score(tmp_path, "it_coherence_math", instance, None, images=("gen0.png",), profile="strict")
+    assert (row["score"], row["reason"]) == (0.0, "no_text") and judges.all_calls() == []
     row = score(tmp_path, "it_coherence_math", instance, "Multi-line:\n<<A 3x3 grid\nwith the centre filled.>>", images=("gen0.png",), profile="strict")
     assert row["status"] == "scored" and row["evidence"]["described"] == "A 3x3 grid\nwith the centre filled."
     assert score(tmp_path, "it_coherence_math", {"pattern": ""}, MATH_TEXT)["error"]["code"] == "invalid_instance"
@@ -384,7 +386,7 @@ def test_code_errors(tmp_path, images, monkeypatch):
     assert judges.all_calls() == []
 
     assert score(tmp_path, "it_coherence_code", {"svg": RED_LEFT}, "text", images=())["reason"] == "no_image"
-    assert score(tmp_path, "it_coherence_code", {"svg": RED_LEFT}, None)["reason"] == "no_text"
+    assert score(tmp_path, "it_coherence_code", {"svg": RED_LEFT}, None, profile="strict")["reason"] == "no_text"
 
     install(monkeypatch, FakeJudge().on("existence", yes()))
     use_similarity(ScriptedSimilarity(unavailable=True))

@@ -2,8 +2,9 @@
 checks the image against the model's own statements (DESIGN §5, "coherence").  Published rules:
 ``eval_interleaved.py`` (``ITCoherence*`` classes) at d341665a, helpers in ``utils.py`` at ecf3dfea.
 
-* it_coherence_count -- ``<count>N</count>`` with 2 < N < 7, and the judge's counting MCQ letter
-  must be N's letter (binary);
+* it_coherence_count -- ``<count>N</count>`` with 2 < N < 7, and the judge's counting MCQ answer
+  must be N's letter: under ``mmmg`` the first character of the reply, as published; under
+  ``strict`` the final ``Answer:`` letter (binary);
 * it_coherence_color -- a JSON map object -> colour whose keys are the set ``object`` and whose
   values are the set ``color``; per object an existence question "exactly one <obj>, mostly <colour>,
   no other major colour" (without the last clause for naturally multi-coloured objects); product;
@@ -24,15 +25,20 @@ image, provide ...").  Profiles: ``mmmg`` reads the text as the published helper
 ``{...}`` / one-line ``[...]`` span only, exact names, the tag exactly as written, words counted
 between single spaces, the published comparative words and gate questions); ``strict`` accepts
 formatting noise (case, spacing, a later well-formed JSON value) and counts real words, and asks
-one exactly-one question per object.  Deliberate departures in both profiles: the count is the
-whole number in the tag (the published pattern keeps only its last digit), empty text never
-scores, and judge replies are read strictly from their end.
+one exactly-one question per object.  Judge replies: ``mmmg`` reads the counting, position and
+OCR answers with the published readers (:mod:`~mmverify.verifiers.vlm.published`: the first
+character, the first ``nswer: X``, the first one-line ``[...]``); ``strict`` reads every verdict
+from the end of the reply.  Deliberate departures in both profiles: the count is the whole number
+in the tag (the published pattern keeps only its last digit), empty text never scores, and yes/no
+verdicts are read from the end of the reply.
 
 Response shape: exactly one image and some text after it (else 0 with ``no_image`` /
 ``wrong_image_count`` / ``no_text`` / ``text_before_image``).  Text the model was told to write but
 did not (no ``<count>``, no parsable JSON, a map or ranking that does not match the annotation) is
 the generator's fault: score 0 with a reason, and no judge is asked.  A judge reply that cannot be
-read is an ``error`` row (``judge_unparseable``), never a 0.  Questions behind a failed product
+read is an ``error`` row (``judge_unparseable``), never a 0 -- except where ``mmmg`` reads as
+published, which counts a reply without an option letter as a wrong answer and one without a list
+as an empty reading.  Questions behind a failed product
 factor are not asked (``evidence.not_asked``).
 
 The reasoning tasks (math, code) in :mod:`.reasoning` build on the same frame (:mod:`.coherence_frame`).
@@ -71,9 +77,16 @@ from .image_judged import bare, invalid, text_of, texts_of
 
 # -- count ------------------------------------------------------------------------------------------
 class CoherenceCount(CoherenceTask):
+    """The judge answers the counting question (options as published: A fewer than 3 or none, B 3 ...
+    E 6, F more than 6).  ``mmmg`` reads the reply as the published code did: its *first character*,
+    stripped and lower-cased, must be the claimed count's letter (``ord(c) - 95 == N``: "b" for 3 ...
+    "e" for 6), whatever follows -- so a reply that reasons first fails unless it happens to start
+    with that letter ("Based on ..." passes for 3).  ``strict`` reads the final ``Answer:`` letter."""
+
     id = "it_coherence_count"
     version = 2
     binary = True
+    published_reader = "first_character"
 
     def read(self, instance: Instance) -> str:
         target = texts_of(instance, require_field(instance, "object", "objects"), "object")
@@ -85,8 +98,12 @@ class CoherenceCount(CoherenceTask):
         return parse_count(text, lenient=self.strict)
 
     def judge(self, spec: str, claim: int, session: CoherenceSession) -> Check:
-        expected = count_letter(claim)
-        answered = session.letter("count", step="count", target=spec)
+        if self.strict:
+            expected = count_letter(claim)
+            answered = session.letter("count", step="count", target=spec)
+        else:  # published: ord(first character) - 95 == N
+            expected = chr(claim + 95)
+            answered = session.letter("count", step="count", target=spec, reader="first_character")
         match = float(answered == expected)
         return session.check(
             match, {"count_match": match}, object=spec, claimed_count=claim, expected_letter=expected, answered_letter=answered
@@ -234,6 +251,7 @@ class _CoherencePosition(CoherenceTask):
     version = 2
     role: ClassVar[str]
     letters: ClassVar[str]
+    published_reader = "first_nswer_letter"
 
     @abstractmethod
     def questions(self, spec: Any) -> list[tuple[str, dict[str, str]]]:
@@ -265,10 +283,11 @@ class _CoherencePosition(CoherenceTask):
             if not session.yes(template, step=gate_steps[i], role=self.role, target=target):
                 session.skip(*gate_steps[i + 1 :], *positions)
                 return session.check(0.0, {"exactly_one": 0.0}, **evidence)
-        answers: list[str] = []
+        answers: list[str | None] = []
         components: dict[str, float] = {"exactly_one": 1.0}
+        reader = "end" if self.strict else "first_nswer_letter"
         for i, (template, values) in enumerate(questions):
-            answers.append(session.letter(template, step=positions[i], role=self.role, **values))
+            answers.append(session.letter(template, step=positions[i], role=self.role, reader=reader, **values))
             components[positions[i]] = float(answers[-1] == claim[i])
             if answers[-1] != claim[i]:
                 session.skip(*positions[i + 1 :])
@@ -350,6 +369,7 @@ class CoherenceOcr(CoherenceTask):
     id = "it_coherence_ocr"
     version = 2
     roles = ("ocr",)
+    published_reader = "first_line_list"
     DEFAULT_FORMAT = r"<text>(.*?)</text>"
 
     def __init__(self, word_range: tuple[int, int] = (5, 10)) -> None:
@@ -380,10 +400,11 @@ class CoherenceOcr(CoherenceTask):
 
     def judge(self, spec: tuple[re.Pattern[str], str | None], claim: str, session: CoherenceSession) -> Check:
         _, target = spec
+        reader = "end" if self.strict else "first_line_list"  # published: utils.extract_list
         if target is None:
-            reading = session.texts("ocr", step="ocr", role="ocr")
+            reading = session.texts("ocr", step="ocr", role="ocr", reader=reader)
         else:
-            reading = session.texts("ocr_object", step="ocr", role="ocr", target=target)
+            reading = session.texts("ocr_object", step="ocr", role="ocr", reader=reader, target=target)
         # the published OCR normalisation (ASCII punctuation deleted) unless strict
         accuracy, rate = word_accuracy([claim], [reading], normalizer("unicode" if self.strict else "mmmg"))
         return session.check(accuracy, {"wer": rate}, claimed_text=claim, reading=reading, object=target)

@@ -19,7 +19,7 @@ from ..verifiers.vlm.coherence_templates import COHERENCE_TEMPLATE_KEY
 from ..verifiers.vlm.record import Verdict
 from ..verifiers.vlm.templates import TEMPLATE_KEY, Question
 from .base import Task
-from .image_judged import JudgeSession, invalid, text_of
+from .image_judged import JudgeSession, invalid, judge_reading, text_of
 from .response import Response
 
 _EXCERPT = 300
@@ -197,15 +197,30 @@ class CoherenceTask(Task):
 
     roles: ClassVar[tuple[str, ...]] = ("default",)
     several_images: ClassVar[bool] = False  # reasoning tasks allow several images and judge the last
+    # the published reader (verifiers.vlm.published) of the task's option or list answers, used
+    # under mmmg; None where the published code read replies as mmverify does in both profiles
+    published_reader: ClassVar[str | None] = None
 
     def params(self) -> Mapping[str, Any]:
         # which model answers each role is part of the result key: another judge means a rescore
-        return {
+        params: dict[str, Any] = {
             "templates": TEMPLATE_KEY,
             "coherence_templates": COHERENCE_TEMPLATE_KEY,
             "roles": list(self.roles),
             "judges": judge_identities(self.roles),
         }
+        if self.published_reader is not None:
+            params["judge_reading"] = judge_reading(self)
+        if self.several_images:
+            params["text_required"] = self.text_required
+        return params
+
+    @property
+    def text_required(self) -> bool:
+        """Whether a several-image response without any text fails (``no_text``).  The published
+        shape check of those tasks accepts images alone, so ``mmmg`` reads an empty text; ``strict``
+        requires the text the instruction asks for."""
+        return self.strict or not self.several_images
 
     @abstractmethod
     def read(self, instance: Instance) -> Any:
@@ -222,6 +237,8 @@ class CoherenceTask(Task):
         """The text the claim is read from: all of it for several-image tasks, else the text after the
         image (the instructions ask for the answer after the image)."""
         if not response.text.strip():
+            if not self.text_required:
+                return ""  # published: an image-only response passes the shape check of these tasks
             raise GenerationFault("no_text", "the response contains no text")
         if self.several_images:
             return response.text

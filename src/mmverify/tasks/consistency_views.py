@@ -2,7 +2,10 @@
 
 Published semantics: the number of generated images must equal the number of reference views
 (otherwise 0); each generated view is resized to its reference's size (Lanczos) and the score is
-the mean SSIM over views (floored at 0 here so scores stay in [0, 1]).
+the mean SSIM over views.  SSIM can be negative (a view anti-correlated with its reference) and the
+published code averaged that raw value into its means; scores here are floored at 0 in both
+profiles, because a score lies in [0, 1].  The raw mean is kept as ``evidence.mean_ssim`` (and each
+view's SSIM in ``components``), so the published per-row value can be recovered.
 """
 
 from __future__ import annotations
@@ -36,5 +39,5 @@ class ViewConsistency(Task):
         return Check(
             score=min(1.0, max(0.0, mean)),
             components={f"ssim_view_{i}": value for i, value in enumerate(per_view)},
-            evidence={"views": len(per_view)},
+            evidence={"views": len(per_view), "mean_ssim": mean},
         )

@@ -167,7 +167,8 @@ class ObjectEdit(_JudgedEdit):
 
 class TextEdit(NormalizationOption, _JudgedEdit):
     """Family of i_edit_text_add / _alter.  ``normalization`` "mmmg" (published) or "unicode"
-    (strict), as for the OCR tasks."""
+    (strict), and the judge's list read as for the OCR tasks (:mod:`.image_ocr`: the published first
+    one-line list under mmmg)."""
 
     version = 2  # the family's revision, part of its tasks' keys; their catalog rows carry their own
     roles = ("ocr",)
@@ -184,7 +185,7 @@ class TextEdit(NormalizationOption, _JudgedEdit):
         return ["ocr"]
 
     def judge(self, spec: str, session: JudgeSession) -> Check:
-        reading = session.texts("ocr", step="ocr", role="ocr")
+        reading = session.texts("ocr", step="ocr", role="ocr", reader=self.list_reader())
         accuracy, rate = word_accuracy([spec], [reading], normalizer(self.normalization))
         return session.check(accuracy, {"ocr_accuracy": accuracy, "wer": rate}, reference=spec, reading=reading)
 

@@ -5,13 +5,14 @@ Published combinations (``eval_image.py`` of the MMMG pipeline; DESIGN §5):
 * i_object_include -- scene check x mean(object present); i_object_exclude -- scene check x
   mean(object absent), where absence is the *presence* question with its verdict inverted;
 * i_object_count -- one counting MCQ chosen by the annotated count: counts up to 6 get options
-  "fewer than 3 / none", 3, 4, 5, 6, "more than 6"; counts 7-10 get options 7, 8, 9, 10, "fewer
-  than 7", "more than 10"; the answer must be the option naming the count (binary);
+  A "fewer than 3 / none", B-E 3-6, F "more than 6"; counts 7-10 get A "fewer than 7 / none", B-E
+  7-10, F "more than 10"; the answer must be the option naming the count (binary);
 * i_object_attribute / _cot / _commonsense, i_relation_two / _all -- existence per object, mean.
 
-Profiles: ``mmmg`` asks what the published evaluator asks; ``strict`` asks every counting item the
-same first question, following up with the 7-10 question only when the judge answered "more than
-6" (the options offered never depend on the expected answer).
+Profiles: ``mmmg`` asks what the published evaluator asks and reads the counting reply as it did
+(the first ``Answer:`` letter); ``strict`` asks every counting item the same first question,
+following up with the 7-10 question only when the judge answered "more than 6" (the options offered
+never depend on the expected answer), and reads the letter from the end of the reply.
 
 The position tasks live in :mod:`.image_spatial`, the OCR tasks in :mod:`.image_ocr`; both build on
 the judge session here.  The tasks here ask the model hub's ``"default"`` judge.  A check that
@@ -31,7 +32,7 @@ from ..core.errors import ErrorCode, ScoringError
 from ..core.types import Check, Instance
 from ..models.judge_config import judge_identities
 from ..verifiers.vlm.record import JudgeRecord, Verdict
-from ..verifiers.vlm.templates import TEMPLATE_KEY, count_letter, count_more_letter, question
+from ..verifiers.vlm.templates import TEMPLATE_KEY, count_letter, count_more_letter, published_count_letter, question
 from . import models
 from .base import Task, require_field
 from .response import Response
@@ -52,21 +53,26 @@ class JudgeSession:
         # while the hub's configuration (and tests' fakes) may change between runs
         return models.judge(role)
 
-    def ask(self, template_id: str, *, step: str, role: str = "default", **values: str) -> Verdict:
-        return self.record.ask(self.judge(role), question(template_id, **values), [self.image], step=step, role=role)
+    def ask(
+        self, template_id: str, *, step: str, role: str = "default", reader: str = "end", **values: str
+    ) -> Verdict | None:
+        asked = question(template_id, reader=reader, **values)
+        return self.record.ask(self.judge(role), asked, [self.image], step=step, role=role)
 
     def yes(self, template_id: str, *, step: str, role: str = "default", **values: str) -> bool:
         verdict = self.ask(template_id, step=step, role=role, **values)
         assert isinstance(verdict, bool)
         return verdict
 
-    def letter(self, template_id: str, *, step: str, role: str = "default", **values: str) -> str:
-        verdict = self.ask(template_id, step=step, role=role, **values)
-        assert isinstance(verdict, str)
+    def letter(self, template_id: str, *, step: str, role: str = "default", reader: str = "end", **values: str) -> str | None:
+        """The option letter of the reply; with a published ``reader``, None when it finds none (the
+        published code then counted the answer as wrong)."""
+        verdict = self.ask(template_id, step=step, role=role, reader=reader, **values)
+        assert verdict is None or isinstance(verdict, str)
         return verdict
 
-    def texts(self, template_id: str, *, step: str, role: str = "default", **values: str) -> list[str]:
-        verdict = self.ask(template_id, step=step, role=role, **values)
+    def texts(self, template_id: str, *, step: str, role: str = "default", reader: str = "end", **values: str) -> list[str]:
+        verdict = self.ask(template_id, step=step, role=role, reader=reader, **values)
         assert isinstance(verdict, list)
         return verdict
 
@@ -81,6 +87,17 @@ class JudgeSession:
         return Check(score=float(score), components=dict(components), evidence=evidence)
 
 
+READINGS = ("published", "end")
+
+
+def judge_reading(task: Task) -> str:
+    """How a task whose published code read judge replies its own way reads them under its profile:
+    ``"published"`` (mmmg: the published readers of :mod:`~mmverify.verifiers.vlm.published`) or
+    ``"end"`` (strict: the verdict at the end of the reply, else ``judge_unparseable``).  Such tasks
+    put it in ``params()``, so switching readers rescores."""
+    return "end" if task.strict else "published"
+
+
 class JudgedImageTask(Task):
     """Read the annotation, take the one image, ask the judge, combine.  Subclasses implement
     :meth:`read` (annotation -> what to ask; ScoringError for bad annotations) and :meth:`judge`."""
@@ -90,6 +107,10 @@ class JudgedImageTask(Task):
     def params(self) -> Mapping[str, Any]:
         # which model answers each role is part of the result key: another judge means a rescore
         return {"templates": TEMPLATE_KEY, "roles": list(self.roles), "judges": judge_identities(self.roles)}
+
+    def reader(self, published: str) -> str:
+        """``published`` (a reader name) under the mmmg profile, the strict end reader otherwise."""
+        return published if judge_reading(self) == "published" else "end"
 
     @abstractmethod
     def read(self, instance: Instance) -> Any: ...
@@ -173,15 +194,21 @@ class ObjectCount(JudgedImageTask):
     """The ``count`` field is the truth (two published instructions state another number in their
     text: line 11 says 4 pumpkins with count 5, line 25 says 8 windmills with count 7).
 
-    ``stages="by_count"`` (mmmg): one question, the 3-6 options for counts up to 6 and the 7-10
-    options above.  ``"two_stage"`` (strict): the 3-6 question for every item; for counts above 6
-    the answer must be "more than 6" and the 7-10 question must then name the count.
+    ``stages="by_count"`` (mmmg) asks what the published evaluator asks (``eval_image.py``
+    ``IObjectCount`` at f7de1cf7; the prompts are ``I_OBJECT_COUNT_PROMPT_LESS`` / ``_MORE`` of
+    ``prompt.py`` at d341665a): one question chosen by the count, with the published option layout --
+    up to 6: A fewer than 3 or none, B 3, C 4, D 5, E 6, F more than 6 (template ``count``); above 6:
+    A fewer than 7 or none, B 7, C 8, D 9, E 10, F more than 10 (template ``count_above_six``).  The
+    reply is read as published (the first ``Answer:`` followed by a capital A-F, see
+    :func:`~mmverify.verifiers.vlm.published.first_answer_letter`; none is a wrong answer), and the
+    letter must have the published value ``count - 2`` (up to 6) or ``count - 6`` (above), A being 0:
+    the option naming the count.  (An earlier published version, 0473209a, counted A as 1 and so
+    required the option *below* the count; f7de1cf7 fixed that.)
 
-    The published code expects the letter with value ``count - 2`` (up to 6) or ``count - 6`` (above
-    6), A being 1, in its two prompts; their texts are not in the published sources read, so what is
-    reproduced is the rule those values encode -- the option naming the count -- with the 7-10
-    letters exactly as published (A = 7 ... D = 10).  Counts outside 3-10 cannot be confirmed by
-    either option set and are refused as invalid instances (the published rows count 3 to 10).
+    ``"two_stage"`` (strict): the 3-6 question for every item; for counts above 6 the answer must be
+    "more than 6" and the 7-10 question (``count_more``) must then name the count.  Replies are read
+    from their end.  Counts outside 3-10 cannot be confirmed by either option set and are refused as
+    invalid instances (the published rows count 3 to 10).
     """
 
     id = "i_object_count"
@@ -198,7 +225,7 @@ class ObjectCount(JudgedImageTask):
         return {"stages": "two_stage" if profile == "strict" else "by_count"}
 
     def params(self) -> Mapping[str, Any]:
-        return {**super().params(), "stages": self.stages}
+        return {**super().params(), "stages": self.stages, "judge_reading": judge_reading(self)}
 
     def read(self, instance: Instance) -> tuple[str, int]:
         target = texts_of(instance, require_field(instance, "object", "objects"), "object")
@@ -219,14 +246,15 @@ class ObjectCount(JudgedImageTask):
     def judge(self, spec: tuple[str, int], session: JudgeSession) -> Check:
         target, count = spec
         if self.stages == "by_count":
-            asked = [("count", count_letter(count))] if count <= 6 else [("count_more", count_more_letter(count))]
+            asked = [("count" if count <= 6 else "count_above_six", published_count_letter(count))]
         else:
             asked = [("count", count_letter(count))] + ([("count_more", count_more_letter(count))] if count > 6 else [])
+        reader = self.reader("first_answer_letter")
         expected: list[str] = []
-        answered: list[str] = []
+        answered: list[str | None] = []
         for template, letter in asked:
             expected.append(letter)
-            answered.append(session.letter(template, step=template, target=target))
+            answered.append(session.letter(template, step=template, target=target, reader=reader))
             if answered[-1] != letter:
                 session.skip(*(t for t, _ in asked[len(answered) :]))
                 break

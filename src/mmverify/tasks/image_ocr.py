@@ -27,6 +27,12 @@ Text normalisation, by profile:
 
 Whitespace inside a reading always separates words (the published WER kept a lone line break
 inside a word, an artefact of its tokeniser).
+
+The judge's list of text pieces (English and German) is read, under ``mmmg``, as the published
+``utils.extract_list`` read it: the first ``[...]`` that lies on one line, as JSON, and the empty
+list when there is none or it is not JSON (a list spread over several lines reads as nothing);
+under ``strict`` it is the JSON list that ends last in the reply, and a reply without one is
+``judge_unparseable``.  Chinese readings are read the strict way in both profiles.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from ..verifiers.vlm.ocr import (  # noqa: F401  (normalize_mmmg_ocr: part of th
     word_accuracy,
 )
 from .base import Task, require_field
-from .image_judged import JudgedImageTask, JudgeSession, invalid, text_of, texts_of
+from .image_judged import JudgedImageTask, JudgeSession, invalid, judge_reading, text_of, texts_of
 
 EMPTY_TEXT = "<none>"  # what an empty text is compared as (one word; as published)
 _CJK_BASIC = re.compile("[\u4e00-\u9fff]")
@@ -84,8 +90,9 @@ def _target(instance: Instance) -> str | None:
 
 class NormalizationOption(Task):
     """The ``normalization`` a reading is compared under: "mmmg" (published) or "unicode" (strict),
-    chosen by the profile and part of ``params()``.  Listed before the task's judged base, so that
-    ``params()`` extends that base's."""
+    chosen by the profile and part of ``params()``, with how the judge's list is read
+    (``judge_reading``: the published first one-line list under mmmg, the list that ends last under
+    strict).  Listed before the task's judged base, so that ``params()`` extends that base's."""
 
     def __init__(self, normalization: str = "mmmg") -> None:
         normalizer(normalization)  # validates
@@ -96,7 +103,12 @@ class NormalizationOption(Task):
         return {"normalization": "unicode" if profile == "strict" else "mmmg"}
 
     def params(self) -> Mapping[str, Any]:
-        return {**super().params(), "normalization": self.normalization}
+        return {**super().params(), "normalization": self.normalization, "judge_reading": judge_reading(self)}
+
+    def list_reader(self) -> str:
+        """How a judge's OCR list is read: the published first one-line ``[...]`` (mmmg) or the
+        JSON list that ends last in the reply (strict)."""
+        return "first_line_list" if judge_reading(self) == "published" else "end"
 
 
 class _OcrTask(NormalizationOption, JudgedImageTask):
@@ -105,8 +117,8 @@ class _OcrTask(NormalizationOption, JudgedImageTask):
     def read_text(self, session: JudgeSession, target: str | None, step: str = "ocr") -> list[str]:
         """The judge's reading of the main text on ``target`` (None: anywhere in the image)."""
         if target is None:
-            return session.texts("ocr", step=step, role="ocr")
-        return session.texts("ocr_object", step=step, role="ocr", target=target)
+            return session.texts("ocr", step=step, role="ocr", reader=self.list_reader())
+        return session.texts("ocr_object", step=step, role="ocr", reader=self.list_reader(), target=target)
 
 
 class Ocr(_OcrTask):

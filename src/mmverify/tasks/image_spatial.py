@@ -6,8 +6,10 @@ Published combinations (``eval_image.py`` of the MMMG pipeline; DESIGN §5):
 * i_spacial_absolute -- per constraint an exactly-one gate, then the quadrant MCQ; product.
 
 Profiles: ``mmmg`` asks what the published evaluator asks (the gates are the existence question
-about "exactly one X [and exactly one Y]"); ``strict`` asks each object's exactly-one question on
-its own.
+about "exactly one X [and exactly one Y]") and reads the option letter as it did: the first
+``nswer: `` followed by an option letter (:func:`~mmverify.verifiers.vlm.published.first_nswer_letter`;
+"**Answer:** B" has none, and none is a wrong answer); ``strict`` asks each object's exactly-one
+question on its own and reads the letter from the end of the reply.
 
 Judges come from the model hub by role: ``"spatial_relative"`` / ``"spatial_absolute"`` for
 everything these tasks ask (their gates included, so one judge decides the whole item; both fall
@@ -22,7 +24,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 from ..core.types import Check, Instance
 from ..verifiers.vlm.templates import quadrant_letter, relative_key
 from .base import require_field
-from .image_judged import JudgedImageTask, JudgeSession, bare, invalid, text_of
+from .image_judged import JudgedImageTask, JudgeSession, bare, invalid, judge_reading, text_of
 
 
 def _constraints(instance: Instance, width: int) -> list[list[Any]]:
@@ -71,7 +73,7 @@ class _Spatial(JudgedImageTask):
         return {"gates": "exactly_one" if profile == "strict" else "existence"}
 
     def params(self) -> Mapping[str, Any]:
-        return {**super().params(), "gates": self.gates}
+        return {**super().params(), "gates": self.gates, "judge_reading": judge_reading(self)}
 
     def gate(self, step: str, names: Sequence[str]) -> tuple[str, str, str]:
         """(step, template, target) of the gate about ``names`` (one name for "exactly_one")."""
@@ -118,9 +120,11 @@ class SpacialRelative(_Spatial):
         evidence: dict[str, Any] = {"objects": [[s[0], s[1]] for s in spec], "expected": [s[4] for s in spec]}
         if not self.passes_gates(gates, positions, session):
             return session.check(0.0, {"exactly_one": 0.0}, **evidence)
-        answers = []
+        answers: list[str | None] = []
         for step, (first, second, _, template, expected) in zip(positions, spec):
-            answers.append(session.letter(template, step=step, role=self.role, first=first, second=second))
+            answers.append(
+                session.letter(template, step=step, role=self.role, reader=self.reader("first_nswer_letter"), first=first, second=second)
+            )
             if answers[-1] != expected:
                 session.skip(*positions[len(answers) :])
                 break
@@ -147,7 +151,7 @@ class SpacialAbsolute(_Spatial):
 
     def judge(self, spec: list[tuple[str, str, str]], session: JudgeSession) -> Check:
         components: dict[str, float] = {}
-        answers: list[str] = []
+        answers: list[str | None] = []
         evidence = {"objects": [s[0] for s in spec], "expected": [s[2] for s in spec]}
         gates = [self.gate(f"exactly_one_{i}", (name,)) for i, (name, _, _) in enumerate(spec)]
         for i, (name, _, expected) in enumerate(spec):
@@ -155,7 +159,9 @@ class SpacialAbsolute(_Spatial):
             if not self.passes_gates([gates[i]], [f"position_{i}", *later], session):
                 components[f"constraint_{i}"] = 0.0
                 return session.check(0.0, components, answered=answers, **evidence)
-            answers.append(session.letter("absolute", step=f"position_{i}", role=self.role, target=name))
+            answers.append(
+                session.letter("absolute", step=f"position_{i}", role=self.role, reader=self.reader("first_nswer_letter"), target=name)
+            )
             components[f"constraint_{i}"] = float(answers[-1] == expected)
             if answers[-1] != expected:
                 session.skip(*later)

@@ -25,6 +25,7 @@ from mmverify.verifiers.vlm.templates import (
 TEMPLATES_DIGEST = {
     1: "1925ef53a5b80d9ab6021cdeefd898666d48d3e763b2796c5600e396ef0a807d",
     2: "9c83f40853bce5d3b2833931078d8853f72c3a8b72e28712962da1bf19f06011",
+    3: "27e5853d0a8326cc3e1d527bf40725b01b26d568bae8251e08112d2928b2a274",  # + count_above_six (mmmg)
 }
 
 
@@ -36,8 +37,8 @@ def test_template_wording_is_pinned_to_the_version():
 
 def test_the_template_set():
     assert set(TEMPLATES) == {
-        "existence", "absence", "scene", "exactly_one", "count", "count_more", "relative_horizontal", "relative_vertical",
-        "absolute", "ocr", "ocr_object", "ocr_chinese",
+        "existence", "absence", "scene", "exactly_one", "count", "count_more", "count_above_six", "relative_horizontal",
+        "relative_vertical", "absolute", "ocr", "ocr_object", "ocr_chinese",
     }  # fmt: skip
     for template_id, template in TEMPLATES.items():
         assert template.id == template_id

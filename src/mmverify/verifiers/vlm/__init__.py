@@ -2,6 +2,8 @@
 
 * :mod:`.templates` -- the hand-written question templates (versioned) and answer keys;
 * :mod:`.parse` -- verdicts read from the end of a reply, or ``judge_unparseable``;
+* :mod:`.published` -- the published evaluator's own readers (first ``Answer:`` letter, first
+  character, first one-line list), used by the ``mmmg`` profile where a verdict depends on them;
 * :mod:`.record` -- ask a judge, parse, and keep question, reply and verdict for the evidence;
 * :mod:`.ocr` -- normalisation and WER/CER scoring of OCR readings.
 

@@ -123,7 +123,7 @@ def parse_choice(reply: str, letters: Sequence[str]) -> str:
 
 
 # -- lists of strings ----------------------------------------------------------------------------
-def _as_strings(value: object) -> list[str] | None:
+def as_strings(value: object) -> list[str] | None:
     """A JSON list of strings (numbers are read as their text: an OCR reply may write [98105])."""
     if not isinstance(value, list):
         return None
@@ -159,7 +159,7 @@ def parse_text_list(reply: str) -> list[str]:
     unparseable rather than falling back to an earlier list; Python-style single-quoted lists are
     not JSON and are refused too.
     """
-    items = _as_strings(_last_json_list(reply))
+    items = as_strings(_last_json_list(reply))
     if items is None:
         raise _unparseable('a JSON list of strings such as ["text"]', reply)
     return items

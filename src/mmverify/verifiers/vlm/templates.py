@@ -3,7 +3,9 @@
 Principles (from the MMMG study of judge reliability):
 
 * reasoning first, verdict last -- every question ends by asking for a final ``Answer:`` line, and
-  the parsers read only that; a judge that must commit to "Yes" before looking talks itself into it;
+  the strict parsers read only that; a judge that must commit to "Yes" before looking talks itself
+  into it (the ``mmmg`` profile reads some answers with the published readers instead, named by
+  :attr:`Question.reader`: see :mod:`.published`);
 * multiple choice instead of free numbers or positions, with an explicit way out: "fewer than 3 or
   none" / "more than 6" for counts, "neither" for relative positions, "centre" for quadrants;
 * exclusions are checked by asking whether the thing is *present* and inverting the verdict, as
@@ -28,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Literal, Mapping, Sequence
 
-TEMPLATE_VERSION = 2
+TEMPLATE_VERSION = 3
 
 AnswerKind = Literal["yes_no", "choice", "text_list", "verdict"]
 
@@ -51,9 +53,11 @@ class Template:
     letters: tuple[str, ...] = ()  # option letters, for ``choice`` templates
     version: int = 1  # this template's wording version (bumped with the wording)
 
-    def fill(self, **values: str) -> "Question":
+    def fill(self, *, reader: str = "end", **values: str) -> "Question":
         prompt = self.text.format(**values)
-        return Question(template=self.id, kind=self.kind, prompt=prompt, letters=self.letters, version=self.version)
+        return Question(
+            template=self.id, kind=self.kind, prompt=prompt, letters=self.letters, version=self.version, reader=reader
+        )
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,10 @@ class Question:
     prompt: str
     letters: tuple[str, ...] = ()
     version: int = 1
+    # how the reply is read: "end" (the strict readers of :mod:`.parse`) or the name of one of the
+    # published readers of :mod:`.published` (the ``mmmg`` profile, where the published code read
+    # this question's replies differently)
+    reader: str = "end"
 
     @property
     def template_ref(self) -> str:
@@ -84,13 +92,23 @@ COUNT_OPTIONS: tuple[tuple[str, str], ...] = (
     ("E", "6"),
     ("F", "more than 6"),
 )
-# the question for counts above 6; the letters of 7..10 are those the published evaluator expects
+# the follow-up question of the strict profile's two stages, for counts above 6
 COUNT_MORE_OPTIONS: tuple[tuple[str, str], ...] = (
     ("A", "7"),
     ("B", "8"),
     ("C", "9"),
     ("D", "10"),
     ("E", "fewer than 7"),
+    ("F", "more than 10"),
+)
+# the published question for counts above 6 (prompt.py I_OBJECT_COUNT_PROMPT_MORE): the layout of
+# COUNT_OPTIONS shifted by four, so that its letters mean what the published reader expects
+COUNT_ABOVE_SIX_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("A", "fewer than 7, or none"),
+    ("B", "7"),
+    ("C", "8"),
+    ("D", "9"),
+    ("E", "10"),
     ("F", "more than 10"),
 )
 
@@ -163,6 +181,15 @@ TEMPLATES: Mapping[str, Template] = {
             letters="ABCDEF",
         ),
         _t(
+            "count_above_six", "choice",
+            "Count the {target} in the image; there may be many of them. Count every distinct, "
+            "recognisable one, including partly hidden ones, and do not count any of them twice. List "
+            "them one by one, saying where each is, before giving the total.",
+            _options(COUNT_ABOVE_SIX_OPTIONS),
+            _CHOICE_END,
+            letters="ABCDEF",
+        ),
+        _t(
             "relative_horizontal", "choice",
             "Find the {first} and the {second} in the image and compare their horizontal positions, "
             "using the centre of each as seen in the picture (the viewer's left and right).",
@@ -224,9 +251,10 @@ TEMPLATES: Mapping[str, Template] = {
 }
 
 
-def question(template_id: str, **values: str) -> Question:
-    """Fill the template ``template_id`` (KeyError for an unknown id or a missing value)."""
-    return TEMPLATES[template_id].fill(**values)
+def question(template_id: str, *, reader: str = "end", **values: str) -> Question:
+    """Fill the template ``template_id`` (KeyError for an unknown id or a missing value); ``reader``
+    names how its reply is read (see :class:`Question`)."""
+    return TEMPLATES[template_id].fill(reader=reader, **values)
 
 
 def wording_key(version: int, templates: Iterable[Template]) -> str:
@@ -284,6 +312,15 @@ def count_letter(count: int) -> str:
     if count > 6:
         return "F"
     return "BCDE"[count - 3]
+
+
+def published_count_letter(count: int) -> str:
+    """The letter the published counting rule requires for an annotated count of 3 to 10: the
+    option naming the count in the question the count selects (``count`` up to 6,
+    ``count_above_six`` above), B = 3 ... E = 6 and B = 7 ... E = 10."""
+    if not 3 <= count <= 10:
+        raise ValueError(f"the published counting questions name counts 3 to 10, got {count}")
+    return "BCDE"[(count - 3) % 4]
 
 
 def count_more_letter(count: int) -> str:
