@@ -346,23 +346,36 @@ class SpeechConstraint(SpeechTask):
 
 class SpeechTranslate(SpeechTask):
     """sacrebleu sentence BLEU / 100 (defaults: 13a tokens, exp smoothing) of the normalised transcript
-    against the raw reference ``text``.  As published, only the transcript is normalised; the
-    published BLEU helper itself is not part of the released code, so the BLEU variant is this
-    project's reading of "sentence BLEU".
+    against the reference ``text``.  The published BLEU helper itself is not part of the released
+    code, so the BLEU variant is this project's reading of "sentence BLEU".
 
     Under ``mmmg`` Whisper is forced to English, so speech in the *source* language comes back
-    translated by Whisper and a clip that merely repeats the input scores as a translation;
-    ``strict`` detects the language, so such a clip is transcribed in its own language.
+    translated by Whisper and a clip that merely repeats the input scores as a translation, and --
+    as published -- only the transcript is normalised, so a perfect transcript of a reference with
+    number words ("thirty") scores below 1 (Whisper's normaliser writes "30").  ``strict`` detects
+    the language, so such a clip is transcribed in its own language, and normalises both sides.
     """
 
     id = "a_speech_translate"
+
+    def __init__(self, transcription: Transcription = PUBLISHED_TRANSCRIPTION, normalize_reference: bool = False) -> None:
+        super().__init__(transcription)
+        self.normalize_reference = bool(normalize_reference)
+
+    @classmethod
+    def profile_params(cls, profile: str) -> Mapping[str, Any]:
+        return {**super().profile_params(profile), "normalize_reference": profile == "strict"}
+
+    def params(self) -> Mapping[str, Any]:
+        return {**super().params(), "normalize_reference": self.normalize_reference}
 
     def score(self, instance: Instance, response: Response) -> Check:
         import sacrebleu
 
         text = require_text(instance, "text")
+        reference = normalize_english(text) if self.normalize_reference else text
         transcript = self.transcript(self.clip(response))
-        bleu = sacrebleu.sentence_bleu(normalize_english(transcript), [text]).score / 100.0
+        bleu = sacrebleu.sentence_bleu(normalize_english(transcript), [reference]).score / 100.0
         bleu = min(max(bleu, 0.0), 1.0) if math.isfinite(bleu) else 0.0
         return Check(score=bleu, components={"bleu": bleu}, evidence=transcript_evidence(transcript))
 
