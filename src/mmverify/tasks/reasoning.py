@@ -18,7 +18,9 @@
   no description is scored by DreamSim alone; a row with neither is ``invalid_instance``.
   ``components`` shows which factors were scored.  Same rules in both profiles.
 
-Both accept several images (the reply may illustrate its reasoning) and need some text.
+Both accept several images (the reply may illustrate its reasoning).  ``strict`` requires some text;
+``mmmg`` judges an image-only reply, whose published shape check passes (math then fails at its
+missing ``<<description>>``; code is judged on its image).
 """
 
 from __future__ import annotations
