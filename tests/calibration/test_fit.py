@@ -103,3 +103,28 @@ def test_folds_keep_instructions_together_and_cv_is_not_optimistic():
     assert loio.folds == 50 and loio.agreement <= in_sample + 1e-12
     with pytest.raises(ValueError):
         grouped_folds(groups, 51)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e6, 1e11, 1e15])
+def test_edge_thresholds_lie_beyond_the_scores_at_any_magnitude(scale):
+    """Large scores (a raw component near 1e11): 1e-6 above the maximum rounds back to the maximum,
+    so "nothing passes" was not a candidate and all-negative labels reached only 2/3 agreement."""
+    scores = np.array([1.0, 2.0, 3.0]) * scale
+    none_pass = fit_threshold(scores, np.zeros(3, int), ">")
+    assert none_pass.threshold > scores.max() and none_pass.agreement == 1.0
+    assert np.mean(predict(scores, none_pass.threshold, ">") == 0) == 1.0
+    all_pass = fit_threshold(scores, np.ones(3, int), "<")
+    assert all_pass.threshold > scores.max() and np.mean(predict(scores, all_pass.threshold, "<") == 1) == 1.0
+    below = candidate_thresholds(-scores)
+    assert below[0] < -scores.max() and below[-1] > -scores.min()
+    if scale == 1.0:  # ordinary scores keep the 1e-6 margin
+        assert candidate_thresholds(scores)[-1] == 3.0 + 1e-6 and candidate_thresholds(scores)[0] == 1.0 - 1e-6
+
+
+def test_f1_without_a_positive_label_is_refused_not_a_middle_threshold():
+    scores = np.linspace(0, 1, 21)
+    with pytest.raises(ValueError, match="f1 objective is undefined without a label 1"):
+        fit_threshold(scores, np.zeros(21, int), ">", "f1")
+    for objective in ("agreement", "balanced_accuracy", "youden"):  # defined: nothing passes
+        assert fit_threshold(scores, np.zeros(21, int), ">", objective).agreement == 1.0
+    assert fit_threshold(scores, np.ones(21, int), ">", "f1").agreement == 1.0  # all positive: F1 is defined

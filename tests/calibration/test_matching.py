@@ -28,6 +28,12 @@ ROWS = [
     _row("a_music_exclude", "music/0", 0, 0.1, "m1"),
     _row("u", "u/0", 0, 0.6, "m1"),
     _row("u", "u/0", 0, 0.4, "m2"),
+    # second samples, for pairs (a pair compares two different generations)
+    _row("t", "t/1", 1, 0.5, "m1"),
+    _row("a_music_attribute", "music/0", 1, 0.3, "m1"),
+    _row("a_music_exclude", "music/0", 1, 0.2, "m1"),
+    _row("u", "u/0", 1, 0.5, "m1"),
+    _row("u", "u/0", 1, 0.5, "m2"),
 ]
 
 
@@ -134,9 +140,9 @@ def test_pairs_without_a_model_match_rows_that_have_one():
         (Pair("t/0", 0, 5), "no_sample"),
         (Pair("t/0", 0, 1, chosen_model="m9"), "model"),
         (Pair("t/0", 0, 1, task="zzz"), "task"),
-        (Pair("u/0", 0, 0), "ambiguous"),  # two models and the pair names neither
-        (Pair("music/0", 0, 0), "ambiguous"),  # two tasks shared by both sides
-        (Pair("t/1", 0, 0), "error"),
+        (Pair("u/0", 0, 1), "ambiguous"),  # two models and the pair names neither
+        (Pair("music/0", 0, 1), "ambiguous"),  # two tasks shared by both sides
+        (Pair("t/1", 0, 1), "error"),
     ],
 )
 def test_unmatched_pairs_get_their_reason(pair, reason):

@@ -165,6 +165,42 @@ def test_runs_holding_several_models_pair_by_model():
     assert comparison["tasks"]["t"]["delta"] == pytest.approx((0.1 + 0.4) / 2)
 
 
+def test_match_instance_on_runs_holding_several_models_is_refused_with_the_count(tmp_path: Path):
+    """Without the model in the key, m1's and m2's rows of a generation share one key: the last row
+    used to win silently (half the rows gone, m1 paired with nothing)."""
+    a = [_row("t", f"t/{i}", 0.5, model=m) for m in ("m1", "m2") for i in range(4)]
+    b = [_row("t", f"t/{i}", 0.5 if m == "m1" else 1.0, model=m) for m in ("m1", "m2") for i in range(4)]
+    with pytest.raises(ValueError) as error:
+        compare_loaded([_loaded(a, "ra"), _loaded(b, "rb")], match="instance")
+    message = str(error.value)
+    assert message.startswith("run A (ra/results.latest.jsonl): it holds 2 models (m1, m2), so 4 rows share their (task, instance_id, sample)")
+    assert "--match model" in message
+    # the same when only the compared run holds several models
+    with pytest.raises(ValueError, match="run B .* 2 models"):
+        compare_loaded([_loaded(a[:4], "ra"), _loaded(b, "rb")], match="instance")
+    # auto pairs by model and loses nothing: every row of both runs is in a pair
+    comparison = compare_loaded([_loaded(a), _loaded(b)])["comparisons"][0]
+    assert comparison["matched"] == len(a) == len(b) and comparison["tasks"]["t"]["delta"] == pytest.approx(0.25)
+    runs = [str(_write_run(tmp_path / "a", a)), str(_write_run(tmp_path / "b", b))]
+    result = CliRunner().invoke(_cli(), ["compare", *runs, "--match", "instance"])
+    assert result.exit_code == 2 and "4 rows share their (task, instance_id, sample)" in " ".join(result.output.split())
+
+
+def test_match_instance_still_pairs_two_single_model_runs():
+    a = [_row("t", f"t/{i}", 0.5, model="alpha") for i in range(3)]
+    b = [_row("t", f"t/{i}", 0.6, model="beta") for i in range(3)]
+    assert compare_loaded([_loaded(a), _loaded(b)], match="instance")["comparisons"][0]["matched"] == 3
+
+
+def test_task_ids_with_rich_markup_print_as_written(tmp_path: Path):
+    task = "i_fmt[/bold][red]x"
+    a = _write_run(tmp_path / "a[/b]", [_row(task, f"{task}/{i}", 0.5) for i in range(3)])
+    b = _write_run(tmp_path / "b", [_row(task, f"{task}/{i}", 0.8) for i in range(3)])
+    result = CliRunner().invoke(_cli(), ["compare", str(a), str(b)])
+    assert result.exit_code == 0, result.output
+    assert task in result.output and "a[/b]" in " ".join(result.output.split())
+
+
 def test_error_rows_are_left_out_and_counted_or_scored_zero():
     a = [_row("t", "t/0", 0.4), _row("t", "t/1", 0.6), _row("t", "t/2", None)]
     b = [_row("t", "t/0", 0.5), _row("t", "t/1", None), _row("t", "t/2", 0.9)]

@@ -1,8 +1,9 @@
 """Exact threshold fitting.
 
 Candidates are every midpoint between consecutive distinct scores plus one point below the
-smallest and one above the largest, so every achievable split is tried (a fixed grid can miss the
-best one).  Ties between equally good candidates are broken deterministically: the median of the
+smallest and one above the largest (``1e-6`` beyond them, or the next representable float where
+``1e-6`` is below the scores' resolution, e.g. scores near ``1e11``), so every achievable split is
+tried (a fixed grid can miss the best one).  Ties between equally good candidates are broken deterministically: the median of the
 tied candidates (lower median), i.e. the most central of the equally good thresholds.
 """
 
@@ -34,7 +35,12 @@ def candidate_thresholds(scores: np.ndarray) -> np.ndarray:
     if distinct.size == 0:
         raise ValueError("no scores to fit a threshold on")
     middle = (distinct[:-1] + distinct[1:]) / 2.0
-    return np.concatenate([[distinct[0] - _EDGE], middle, [distinct[-1] + _EDGE]])
+    low, high = distinct[0] - _EDGE, distinct[-1] + _EDGE
+    if not low < distinct[0]:  # 1e-6 is lost in the rounding of large scores: one float step instead
+        low = np.nextafter(distinct[0], -np.inf)
+    if not high > distinct[-1]:
+        high = np.nextafter(distinct[-1], np.inf)
+    return np.concatenate([[low], middle, [high]])
 
 
 def _validate(scores: np.ndarray, labels: np.ndarray, direction: str, objective: str) -> None:
@@ -48,6 +54,8 @@ def _validate(scores: np.ndarray, labels: np.ndarray, direction: str, objective:
         raise ValueError("scores must be finite")
     if not np.isin(labels, (0, 1)).all():
         raise ValueError("binary threshold fitting needs labels 0/1")
+    if objective == "f1" and not labels.any():
+        raise ValueError("the f1 objective is undefined without a label 1 (no positive to find); use another --objective")
 
 
 def predict(scores: np.ndarray, threshold: float, direction: str) -> np.ndarray:
@@ -107,6 +115,15 @@ def fit_threshold(scores, labels, direction: str = ">", objective: str = "agreem
     best = _central_best(values)
     agreement = objective_values(*counts, "agreement")[best]
     return ThresholdFit(float(candidates[best]), direction, objective, float(values[best]), float(agreement), candidates, values)
+
+
+def fit_direction(scores, labels, direction: str = ">", objective: str = "agreement") -> ThresholdFit:
+    """:func:`fit_threshold`; ``direction="auto"`` fits both directions and keeps the better one
+    (``>`` on a tie).  Cross-validation calls this on each training fold, so an automatic direction
+    is chosen without the held-out items."""
+    directions = DIRECTIONS if direction == "auto" else (direction,)
+    fits = [fit_threshold(scores, labels, d, objective) for d in directions]
+    return max(fits, key=lambda f: (f.value, f.direction == ">"))
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,12 @@ Labels are CSV or JSON Lines with ``instance_id, sample, label`` and optionally 
 rows feed two tasks, or a run holds several models).  ``label`` is read as written (any category
 for multi-class questions); :func:`check_label_values` then holds the values to what a calibration
 supports: 0/1 (or true/false) for thresholds, 0/1/2 for the three-way fit.
+
+One generation is one item however its labels name it: :func:`resolve_items` fills a label's
+missing ``task``/``model`` from the one results row it names, so an annotator whose file lacks the
+task column votes on the same item as one whose file has it.  One annotator votes once per item:
+repeated identical labels count once, different labels from the same annotator for one item are
+an error (labels without an annotator each count as a vote).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .matching import Matching, RowIndex, describe_item
+from .matching import Matching, RowIndex, describe_item, parse_sample
 from .stats import krippendorff_alpha_nominal
 
 LABEL_KINDS: dict[str, tuple[int, ...]] = {"binary": (0, 1), "three-way": (0, 1, 2)}
@@ -56,9 +62,9 @@ def _parse(raw: Mapping[str, Any], where: str) -> Label:
     if raw.get("label") in (None, ""):
         raise ValueError(f"{where}: 'label' is required")
     try:
-        sample = int(raw.get("sample") or 0)
-    except (TypeError, ValueError):
-        raise ValueError(f"{where}: 'sample' must be an integer") from None
+        sample = parse_sample(raw.get("sample"))
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
     text = lambda key: (str(raw[key]).strip() or None) if raw.get(key) not in (None, "") else None  # noqa: E731
     return Label(str(raw["instance_id"]), sample, _coerce_label(raw["label"]), text("annotator"), text("task"), text("model"))
 
@@ -139,18 +145,55 @@ class Adjudication:
     inter_annotator: dict[str, Any] = field(default_factory=dict)
 
 
+def resolve_items(labels: Iterable[Label], rows: Iterable[Mapping[str, Any]]) -> list[Label]:
+    """Labels with a missing ``task``/``model`` filled from the single results row they name, so
+    labels of one generation are one item whichever optional columns their file carries.  A label
+    naming no row, or several (ambiguous), is kept as written (the join reports why)."""
+    index = RowIndex(rows)
+    resolved = []
+    for label in labels:
+        if label.task is None or label.model is None:
+            found, reason = index.candidates(label.instance_id, label.sample, label.task, label.model)
+            if reason is None and len(found) == 1:
+                row = found[0]
+                label = replace(label, task=label.task or str(row.get("task")), model=label.model if label.model is not None else row.get("model"))
+        resolved.append(label)
+    return resolved
+
+
+def _votes(item: tuple, labels: Sequence[Label]) -> list[Any]:
+    """One vote per annotator (an unnamed label is its own vote); ``ValueError`` when one
+    annotator gave the item different labels."""
+    votes: list[Any] = []
+    by_annotator: dict[str, Any] = {}
+    for label in labels:
+        if label.annotator is None:
+            votes.append(label.label)
+        elif label.annotator not in by_annotator:
+            by_annotator[label.annotator] = label.label
+            votes.append(label.label)
+        elif by_annotator[label.annotator] != label.label:
+            task, instance_id, sample, model = item
+            raise ValueError(
+                f"annotator {label.annotator!r} labelled {describe_item(instance_id, sample, task, model)} twice with different "
+                f"labels ({_shown(by_annotator[label.annotator])} and {_shown(label.label)}); keep one"
+            )
+    return votes
+
+
 def adjudicate(labels: Iterable[Label]) -> Adjudication:
-    """Majority vote per item; an item whose top labels tie is left out and reported."""
+    """Majority vote per item (one vote per annotator, see :func:`_votes`); an item whose top
+    labels tie is left out and reported."""
     by_item: dict[tuple, list[Label]] = defaultdict(list)
     for label in labels:
         by_item[label.item].append(label)
     result = Adjudication(labels={})
     units = []
     for item in sorted(by_item, key=lambda t: tuple("" if v is None else str(v) for v in t)):
-        votes = Counter(label.label for label in by_item[item])
-        ranked = votes.most_common()
-        result.annotators_per_item[item] = len(by_item[item])
-        units.append([label.label for label in by_item[item]])
+        unit = _votes(item, by_item[item])
+        ranked = Counter(unit).most_common()
+        result.annotators_per_item[item] = len(unit)
+        units.append(unit)
         if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
             result.ties.append(item)
             continue

@@ -71,6 +71,29 @@ class RowIndex:
         return rows[0], None
 
 
+def parse_sample(value: Any, what: str = "sample") -> int:
+    """A sample index as written in a labels or pairs file: an integer (``3``, ``3.0``, ``"3"``);
+    missing or empty means 0.  ``ValueError`` for anything else (``1.7``, ``true``, ``"x"``) rather
+    than a truncation that would name another generation."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, bool):
+        raise ValueError(f"'{what}' must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            try:
+                value = float(value.strip())
+            except ValueError:
+                raise ValueError(f"'{what}' must be an integer, got {value!r}") from None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise ValueError(f"'{what}' must be an integer, got {value!r}")
+
+
 def describe_item(instance_id: str, sample: int, task: str | None = None, model: str | None = None) -> str:
     text = f"{instance_id} sample {sample}"
     if task is not None:

@@ -5,13 +5,19 @@ A pairs file (CSV or JSON Lines) has ``instance_id, chosen_sample, rejected_samp
 :mod:`.matching`): a missing task or model matches any, and the two sides must share exactly one
 task.  Tie policies for equal scores:
 ``strict`` (a tie is wrong), ``half`` (a tie earns 0.5), ``epsilon`` (differences up to ``epsilon``
-count as ties earning 0.5).
+count as ties earning 0.5).  "Up to ``epsilon``" is judged without the float noise of the
+subtraction (0.4 - 0.3 is 0.10000000000000003): a difference within ``1e-12`` relative of
+``epsilon`` counts as ``epsilon``, so scores on a decimal grid behave as written.
+
+A pair compares two different generations: one with the same sample (and model) on both sides is
+refused.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +25,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .matching import Matching, RowIndex, common_rows
+from .matching import Matching, RowIndex, common_rows, parse_sample
 from .stats import cluster_bootstrap
 
 TIE_POLICIES = ("strict", "half", "epsilon")
@@ -34,6 +40,13 @@ class Pair:
     chosen_model: str | None = None
     rejected_model: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.chosen_sample == self.rejected_sample and self.chosen_model == self.rejected_model:
+            raise ValueError(
+                f"{self.instance_id}: chosen and rejected are the same generation (sample {self.chosen_sample}"
+                + (f", model {self.chosen_model}" if self.chosen_model is not None else "") + ")"
+            )
+
 
 def load_pairs(path: str | Path) -> list[Pair]:
     path = Path(path)
@@ -43,16 +56,31 @@ def load_pairs(path: str | Path) -> list[Pair]:
         ]
     pairs = []
     for number, raw in enumerate(raws, start=1):
+        if not isinstance(raw, dict) or any(raw.get(key) in (None, "") for key in ("instance_id", "chosen_sample", "rejected_sample")):
+            raise ValueError(f"{path.name} record {number}: needs instance_id, chosen_sample, rejected_sample")
         try:
             pairs.append(
                 Pair(
-                    str(raw["instance_id"]), int(raw["chosen_sample"]), int(raw["rejected_sample"]),
+                    str(raw["instance_id"]), parse_sample(raw["chosen_sample"], "chosen_sample"),
+                    parse_sample(raw["rejected_sample"], "rejected_sample"),
                     raw.get("task") or None, raw.get("chosen_model") or None, raw.get("rejected_model") or None,
                 )  # fmt: skip
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{path.name} record {number}: needs instance_id, chosen_sample, rejected_sample ({exc})") from None
+        except ValueError as exc:
+            raise ValueError(f"{path.name} record {number}: {exc}") from None
     return pairs
+
+
+_RELATIVE = 1e-12  # float noise allowed when comparing a difference with epsilon
+
+
+def within_epsilon(chosen: float, rejected: float, epsilon: float) -> bool:
+    """``|chosen - rejected| <= epsilon`` as the decimal numbers read, not their float difference:
+    the subtraction's rounding (relative to the scores' size) and epsilon's own are forgiven."""
+    difference = abs(chosen - rejected)
+    if difference <= epsilon:
+        return True
+    return math.isfinite(difference) and difference - epsilon <= _RELATIVE * max(abs(chosen), abs(rejected), epsilon)
 
 
 def pair_credit(chosen: float, rejected: float, policy: str = "half", epsilon: float = 0.0) -> float:
@@ -60,11 +88,10 @@ def pair_credit(chosen: float, rejected: float, policy: str = "half", epsilon: f
         raise ValueError(f"tie policy must be one of {TIE_POLICIES}")
     if epsilon < 0:
         raise ValueError("epsilon must be >= 0")
-    difference = chosen - rejected
-    tie_band = epsilon if policy == "epsilon" else 0.0
-    if abs(difference) <= tie_band:
+    tie = within_epsilon(chosen, rejected, epsilon) if policy == "epsilon" else chosen == rejected
+    if tie:
         return 0.0 if policy == "strict" else 0.5
-    return 1.0 if difference > 0 else 0.0
+    return 1.0 if chosen > rejected else 0.0
 
 
 def _match_pair(index: RowIndex, pair: Pair) -> tuple[tuple[Mapping[str, Any], Mapping[str, Any]] | None, str | None]:

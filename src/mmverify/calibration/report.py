@@ -116,9 +116,10 @@ def _matching_section(title: str, matching: Mapping[str, Any] | None, what: str)
 def _tasks_table(metrics: Mapping[str, Any]) -> str:
     rows = []
     for task, result in metrics["tasks"].items():
-        fit, cv = result.get("fit") or {}, result.get("cv") or {}
+        fit, cv, three = result.get("fit") or {}, result.get("cv") or {}, result.get("three_way")
+        threshold = f"{three['low']:.3f} / {three['high']:.3f}" if three else fit.get("threshold")
         rows.append([
-            task, result.get("n"), result.get("instructions"), result.get("component"), fit.get("threshold"),
+            task, result.get("n"), result.get("instructions"), result.get("component"), threshold,
             fit.get("direction"), result.get("agreement"), result.get("agreement_ci95"), cv.get("kfold_agreement"),
             cv.get("kfold_ci95"), cv.get("loio_agreement"), result.get("cohen_kappa"),
             (result.get("correlations") or {}).get("spearman"), len(result["disagreements"]) if "disagreements" in result else None,

@@ -4,6 +4,10 @@ The results come from a run folder (its ``results.latest.jsonl``) or a results f
 preference pairs must match enough scored rows (``min_matched``, or all of them when there are
 fewer); otherwise the run stops with the counts and, per reason, the first items that did not
 match, instead of writing empty thresholds.
+
+Labels 0/1/2 (``label_kind="three-way"``) get two thresholds, ``low`` and ``high``: verdict 0 below
+``low``, 2 above ``high``, 1 between.  Their ``thresholds.json`` entry holds both and, for
+``score --thresholds``, ``threshold = high`` with direction ``>``: ``passed`` means verdict 2.
 """
 
 from __future__ import annotations
@@ -16,9 +20,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..pipelines.runs import load_run
-from .crossval import cross_validate
-from .fit import fit_threshold, fit_two_thresholds, predict
-from .labels import LABEL_KINDS, Adjudication, Joined, adjudicate, check_label_values, join, load_labels
+from .crossval import cross_validate, cross_validate_three_way, predict_three_way
+from .fit import fit_direction, fit_two_thresholds, predict
+from .labels import LABEL_KINDS, Adjudication, Joined, adjudicate, check_label_values, join, load_labels, resolve_items
 from .matching import require
 from .pairwise import TIE_POLICIES, load_pairs, pairwise_accuracy
 from .report import write_report
@@ -52,6 +56,11 @@ class CalibrationConfig:
             raise ValueError(f"label kind must be one of {', '.join(LABEL_KINDS)}, got {self.label_kind!r}")
         if self.tie_policy not in TIE_POLICIES:
             raise ValueError(f"tie policy must be one of {', '.join(TIE_POLICIES)}")
+        if self.label_kind == "three-way" and (self.direction != ">" or self.objective != "agreement"):
+            raise ValueError(
+                "--label-kind three-way fits two thresholds for agreement with higher scores meaning higher labels; "
+                "it takes neither --direction nor --objective"
+            )
 
 
 def _agreement_ci(correct: np.ndarray, groups: list[str], seed: int) -> list[float] | None:
@@ -59,11 +68,17 @@ def _agreement_ci(correct: np.ndarray, groups: list[str], seed: int) -> list[flo
     return list(ci) if ci else None
 
 
-def _cv(values: np.ndarray, labels: np.ndarray, groups: list[str], direction: str, config: CalibrationConfig) -> dict[str, Any]:
+def _cv(values: np.ndarray, labels: np.ndarray, groups: list[str], config: CalibrationConfig) -> dict[str, Any]:
+    """k-fold and leave-one-instruction-out agreement.  Everything is fitted on the training folds,
+    the direction included when it is "auto" (chosen afresh in each fold)."""
     n_groups = len(set(groups))
-    kfold = cross_validate(values, labels, groups, folds=min(config.folds, n_groups), direction=direction, objective=config.objective, seed=config.seed)
-    loio = cross_validate(values, labels, groups, folds=None, direction=direction, objective=config.objective)
-    return {
+    if config.label_kind == "three-way":
+        kfold = cross_validate_three_way(values, labels, groups, folds=min(config.folds, n_groups), seed=config.seed)
+        loio = cross_validate_three_way(values, labels, groups, folds=None)
+    else:
+        kfold = cross_validate(values, labels, groups, folds=min(config.folds, n_groups), direction=config.direction, objective=config.objective, seed=config.seed)
+        loio = cross_validate(values, labels, groups, folds=None, direction=config.direction, objective=config.objective)
+    result = {
         "kfold_folds": kfold.folds,
         "kfold_agreement": kfold.agreement,
         "kfold_ci95": _agreement_ci((kfold.predictions == labels).astype(np.float64), groups, config.seed),
@@ -71,13 +86,14 @@ def _cv(values: np.ndarray, labels: np.ndarray, groups: list[str], direction: st
         "kfold_thresholds": kfold.thresholds,
         "loio_agreement": loio.agreement,
     }
+    if kfold.directions is not None:
+        result["kfold_directions"] = kfold.directions
+    return result
 
 
 def _binary(values: np.ndarray, labels: np.ndarray, groups: list[str], config: CalibrationConfig) -> tuple[dict[str, Any], np.ndarray]:
     """The threshold fit, its agreement statistics, and the verdicts it gives."""
-    directions = (">", "<") if config.direction == "auto" else (config.direction,)
-    fits = [fit_threshold(values, labels, d, config.objective) for d in directions]
-    fit = max(fits, key=lambda f: (f.value, f.direction == ">"))
+    fit = fit_direction(values, labels, config.direction, config.objective)
     predictions = predict(values, fit.threshold, fit.direction)
     correct = (predictions == labels).astype(np.float64)
     result: dict[str, Any] = {
@@ -89,8 +105,23 @@ def _binary(values: np.ndarray, labels: np.ndarray, groups: list[str], config: C
         "correlations": correlations(values, labels),
     }
     if len(set(groups)) >= 2:
-        result["cv"] = _cv(values, labels, groups, fit.direction, config)
+        result["cv"] = _cv(values, labels, groups, config)
     return result, predictions
+
+
+def _three_way(values: np.ndarray, labels: np.ndarray, groups: list[str], config: CalibrationConfig) -> dict[str, Any]:
+    """The two-threshold fit (labels 0/1/2) and its agreement, in-sample and cross-validated."""
+    three = fit_two_thresholds(values, labels)
+    correct = (predict_three_way(values, three.low, three.high) == labels).astype(np.float64)
+    result: dict[str, Any] = {
+        "three_way": {"low": three.low, "high": three.high, "agreement": three.agreement},
+        "agreement": three.agreement,
+        "agreement_ci95": _agreement_ci(correct, groups, config.seed),
+        "correlations": correlations(values, labels),
+    }
+    if len(set(groups)) >= 2:
+        result["cv"] = _cv(values, labels, groups, config)
+    return result
 
 
 def calibrate_task(
@@ -100,8 +131,7 @@ def calibrate_task(
     list the disagreements: generations whose verdict differs from the human label."""
     result: dict[str, Any] = {"n": int(values.size), "instructions": len(set(groups))}
     if config.label_kind == "three-way":
-        three = fit_two_thresholds(values, labels)
-        result.update(three_way={"low": three.low, "high": three.high, "agreement": three.agreement}, correlations=correlations(values, labels))
+        result.update(_three_way(values, labels.astype(np.int64), groups, config))
         return result
     fitted, predictions = _binary(values, labels.astype(np.int64), groups, config)
     result.update(fitted)
@@ -132,10 +162,17 @@ def _labels_metrics(adjudicated: Adjudication, joined: Joined) -> dict[str, Any]
 
 
 def _threshold_entry(result: Mapping[str, Any], component: str, config: CalibrationConfig) -> dict[str, Any]:
+    if "three_way" in result:  # score --thresholds reads threshold/direction: passed = verdict 2
+        three = result["three_way"]
+        cuts = {
+            "threshold": three["high"], "direction": ">", "label_kind": "three-way", "low": three["low"], "high": three["high"],
+            "passed_means": f"verdict 2 ({component} above high); verdict 0 below low, 1 between",
+        }  # fmt: skip
+    else:
+        cuts = {"threshold": result["fit"]["threshold"], "direction": result["fit"]["direction"]}
     return {
         "component": component,
-        "threshold": result["fit"]["threshold"],
-        "direction": result["fit"]["direction"],
+        **cuts,
         "fitted_on": {
             "results": str(config.results), "labels": str(config.labels), "n": result["n"],
             "instructions": result["instructions"], "objective": config.objective,
@@ -154,7 +191,7 @@ def _report_media(manifest: Path | None, metrics: Mapping[str, Any]) -> dict[int
 
 
 def _load_joined(rows: list[Mapping[str, Any]], source: Path, config: CalibrationConfig) -> tuple[Adjudication, Joined]:
-    labels = check_label_values(load_labels(config.labels), config.label_kind)
+    labels = resolve_items(check_label_values(load_labels(config.labels), config.label_kind), rows)
     adjudicated = adjudicate(labels)
     if not adjudicated.labels:
         raise ValueError(f"{config.labels}: no labelled item has a majority label ({len(adjudicated.ties)} ties)")
@@ -211,11 +248,17 @@ def run_calibration(config: CalibrationConfig) -> dict[str, Any]:
         values = np.asarray(joined.values[task], dtype=np.float64)
         labels = np.asarray(joined.labels[task])
         component = config.components.get(task, "score")
-        result = {"component": component, **calibrate_task(values, labels, joined.instances[task], config, joined.items[task])}
+        try:
+            fitted = calibrate_task(values, labels, joined.instances[task], config, joined.items[task])
+        except ValueError as exc:
+            raise ValueError(f"task {task}: {exc}") from None
+        result = {"component": component, **fitted}
         metrics["tasks"][task] = result
         if "fit" in result:
             arrays[task] = (values, labels.astype(np.float64))
-            thresholds[task] = _threshold_entry(result, component, config)
+        thresholds[task] = _threshold_entry(result, component, config)
+    if not thresholds:  # never an empty thresholds.json
+        raise ValueError(f"{config.labels}: no task could be calibrated")
     if pairwise is not None:
         metrics["pairwise"] = pairwise
     config.out.mkdir(parents=True, exist_ok=True)

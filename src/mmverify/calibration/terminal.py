@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .pairwise import describe_policy
@@ -25,6 +26,13 @@ def matching_line(what: str, matching: Mapping[str, Any]) -> str:
     return f"{line} ({reasons})" if reasons else line
 
 
+def _threshold_cell(result: Mapping[str, Any]) -> str:
+    three = result.get("three_way")
+    if three:  # labels 0/1/2: both cuts
+        return f"{three['low']:.3f}/{three['high']:.3f}"
+    return _fmt((result.get("fit") or {}).get("threshold"))
+
+
 def agreement_table(metrics: Mapping[str, Any]) -> Table:
     caption = "agreement in-sample; CV: k-fold cross-validated; LOIO: leave one instruction out"
     table = Table(title="calibration", caption=caption)
@@ -32,10 +40,10 @@ def agreement_table(metrics: Mapping[str, Any]) -> Table:
     for column in ("n", "threshold", "agreement", "CV", "LOIO", "disagree"):
         table.add_column(column, justify="right")
     for task, result in metrics["tasks"].items():
-        fit, cv = result.get("fit") or {}, result.get("cv") or {}
+        cv = result.get("cv") or {}
         disagreements = str(len(result["disagreements"])) if "disagreements" in result else "–"
         table.add_row(
-            task, str(result["n"]), _fmt(fit.get("threshold")), _fmt(result.get("agreement")),
+            escape(task), str(result["n"]), _threshold_cell(result), _fmt(result.get("agreement")),
             _fmt(cv.get("kfold_agreement")), _fmt(cv.get("loio_agreement")), disagreements,
         )  # fmt: skip
     return table
@@ -48,7 +56,7 @@ def pairwise_table(pairwise: Mapping[str, Any]) -> Table:
     for column in ("pairs", "accuracy", "95% CI"):
         table.add_column(column, justify="right")
     for task, entry in pairwise["tasks"].items():
-        table.add_row(task, str(entry["pairs"]), _fmt(entry["accuracy"]), _fmt_ci(entry["ci95"]))
+        table.add_row(escape(task), str(entry["pairs"]), _fmt(entry["accuracy"]), _fmt_ci(entry["ci95"]))
     overall = pairwise.get("overall")
     if overall:
         table.add_row("[bold]all pairs[/bold]", str(overall["pairs"]), _fmt(overall["accuracy"]), _fmt_ci(overall["ci95"]))

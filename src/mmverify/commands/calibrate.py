@@ -33,7 +33,7 @@ def calibrate_command(
     tie_policy: str = typer.Option("half", help="Pairs with equal scores: strict, half or epsilon."),
     epsilon: float = typer.Option(0.0, min=0.0, help="Tie band for --tie-policy epsilon."),
     min_matched: int = typer.Option(10, min=0, help="Fail unless this many labelled items (and pairs) match a scored row; all of them when fewer."),
-    label_kind: str = typer.Option("binary", help="Label values: binary (0/1 or true/false) or three-way (0/1/2, two thresholds)."),
+    label_kind: str = typer.Option("binary", help="Label values: binary (0/1 or true/false) or three-way (0/1/2: two thresholds; score --thresholds passes verdict 2)."),
     manifest: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="The scored manifest, for thumbnails in the report (default: the one the run folder records)."),
 ) -> None:
     """Fit per-task thresholds on human labels; report in-sample and cross-validated agreement."""
@@ -51,12 +51,12 @@ def calibrate_command(
         fail(f"--tie-policy must be one of {', '.join(TIE_POLICIES)}")
     if label_kind not in LABEL_KINDS:
         fail(f"--label-kind must be one of {', '.join(LABEL_KINDS)}")
-    config = CalibrationConfig(
-        results=results, labels=labels, out=out, components=_components(component), direction=direction,
-        objective=objective, folds=folds, pairs=pairs, tie_policy=tie_policy, epsilon=epsilon,
-        min_matched=min_matched, label_kind=label_kind, manifest=manifest,
-    )  # fmt: skip
     try:
+        config = CalibrationConfig(
+            results=results, labels=labels, out=out, components=_components(component), direction=direction,
+            objective=objective, folds=folds, pairs=pairs, tie_policy=tie_policy, epsilon=epsilon,
+            min_matched=min_matched, label_kind=label_kind, manifest=manifest,
+        )  # fmt: skip
         metrics = run_calibration(config)
     except ValueError as exc:
         fail(str(exc))

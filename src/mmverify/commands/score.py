@@ -15,13 +15,15 @@ from .common import EXIT_ERROR_ROWS, console, fail, os_problem, stdout
 
 
 def _summary_table(summary: dict[str, Any]) -> Table:
+    from rich.markup import escape  # task ids are user text: "[/bold]" must print, not parse
+
     table = Table(title="summary")
     for column, justify in (("task", "left"), ("mean", "right"), ("95% CI", "left"), ("n", "right"), ("errors", "right")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for task, entry in summary["tasks"].items():
         mean = "–" if entry["mean"] is None else f"{entry['mean']:.3f}"
         ci = "–" if not entry["ci95"] else f"[{entry['ci95'][0]:.3f}, {entry['ci95'][1]:.3f}]"
-        table.add_row(task, mean, ci, str(entry["n"]), str(entry["n_error"]))
+        table.add_row(escape(task), mean, ci, str(entry["n"]), str(entry["n_error"]))
     overall = summary["overall"]["mean"]
     table.caption = f"overall (macro over tasks): {'–' if overall is None else f'{overall:.3f}'}"
     return table
@@ -173,7 +175,8 @@ def readiness_table(entries: Any, title: str, planned: dict[str, int] | None = N
     for entry in entries:
         ready = "[green]yes[/green]" if entry.ready else "[yellow]no[/yellow]"
         fixes = escape("\n".join(entry.fixes())) or "—"
-        cells = (entry.task, str(planned.get(entry.task, 0)), ready, fixes) if planned is not None else (entry.task, ready, fixes)
+        task = escape(entry.task)
+        cells = (task, str(planned.get(entry.task, 0)), ready, fixes) if planned is not None else (task, ready, fixes)
         table.add_row(*cells)
     return table
 

@@ -8,8 +8,10 @@ The first run is the baseline A; every further run B is compared with it and the
   names are reported beside the comparison;
 * ``(task, instance_id, sample, model)`` otherwise (runs that each hold several models).
 
-``match`` forces either rule ("instance" or "model"; "auto" picks as above).  Rows present in only
-one run are counted, never paired.  Error rows leave their pair out of the difference and are
+``match`` forces either rule ("instance" or "model"; "auto" picks as above).  A rule under which
+two rows of one run share a key (``match="instance"`` on a run holding several models) is refused
+with the count: no row is dropped silently.  Rows present in only one run are counted, never
+paired.  Error rows leave their pair out of the difference and are
 counted, unless ``errors_as_zero`` scores them 0 (as ``score --aggregate as_zero`` does).
 
 Intervals are percentile bootstrap intervals that resample *instructions*: all samples of one
@@ -173,10 +175,27 @@ def _task_entry(task: str, pairs: Sequence[_Pair], only_a: int, only_b: int, see
     return entry, replicates
 
 
-def _index(run: LoadedRun, with_model: bool) -> dict[Key, Mapping[str, Any]]:
-    """Rows by pairing key; with the key lacking the model, a run holding several models keeps
-    the last row per key (the caller only drops the model for single-model runs)."""
-    return {_key(row, with_model): row for row in run.rows}
+def _index(run: LoadedRun, with_model: bool, label: str) -> dict[Key, Mapping[str, Any]]:
+    """Rows by pairing key; ``ValueError`` (with the count) when several rows share a key, which
+    happens when the key lacks the model and the run holds several models."""
+    index: dict[Key, Mapping[str, Any]] = {}
+    shared: list[Key] = []
+    for row in run.rows:
+        key = _key(row, with_model)
+        if key in index:
+            shared.append(key)
+        index[key] = row
+    if shared:
+        models = _models(run.rows)
+        names = ", ".join(str(m) for m in models)
+        rule = "(task, instance_id, sample" + (", model)" if with_model else ")")
+        why = f"it holds {len(models)} models ({names}), so" if len(models) > 1 and not with_model else "in it"
+        raise ValueError(
+            f"run {label} ({run.source}): {why} {len(shared)} rows share their {rule} with another row "
+            f"(first: {_describe_key(shared[0])}); pairing on {rule} would silently pair only one row of each such key"
+            + ("; pair by model (--match model, or --match auto)" if not with_model else "")
+        )
+    return index
 
 
 def _describe_key(key: Key) -> str:
@@ -200,12 +219,14 @@ def _overall(entries: Mapping[str, Mapping[str, Any]], replicates: Mapping[str, 
     }
 
 
-def compare_pair(a: LoadedRun, b: LoadedRun, *, seed: int = 0, errors_as_zero: bool = False, match: str = "auto") -> dict[str, Any]:
-    """Compare run ``b`` with the baseline ``a`` (difference ``b - a``)."""
+def compare_pair(
+    a: LoadedRun, b: LoadedRun, *, seed: int = 0, errors_as_zero: bool = False, match: str = "auto", labels: tuple[str, str] = ("A", "B")
+) -> dict[str, Any]:
+    """Compare run ``b`` with the baseline ``a`` (difference ``b - a``); ``labels`` name them in errors."""
     if match not in MATCH_MODES:
         raise ValueError(f"match must be one of {', '.join(MATCH_MODES)}, got {match!r}")
     with_model = _match_on_model(a, b, match)
-    rows_a, rows_b = _index(a, with_model), _index(b, with_model)
+    rows_a, rows_b = _index(a, with_model, labels[0]), _index(b, with_model, labels[1])
     pairs: dict[str, list[_Pair]] = defaultdict(list)
     for key in sorted(rows_a.keys() & rows_b.keys(), key=str):  # a fixed order: sums are bit-identical
         pairs[key[0]].append(_Pair(key[1], _value(rows_a[key], errors_as_zero), _value(rows_b[key], errors_as_zero)))
@@ -267,7 +288,7 @@ def compare_loaded(
     labels = _labels(len(runs))
     comparisons = []
     for label, run in zip(labels[1:], runs[1:]):
-        entry = compare_pair(runs[0], run, seed=seed, errors_as_zero=errors_as_zero, match=match)
+        entry = compare_pair(runs[0], run, seed=seed, errors_as_zero=errors_as_zero, match=match, labels=(labels[0], label))
         comparisons.append({"a": labels[0], "b": label, **entry})
     return {
         "schema": COMPARE_SCHEMA,
@@ -326,11 +347,13 @@ def _delta_cell(entry: Mapping[str, Any]) -> str:
 
 
 def _add_comparison_rows(table: Any, comparison: Mapping[str, Any], several: bool) -> None:
+    from rich.markup import escape  # task ids are user text: "[/bold]" must print, not parse
+
     if several:
-        table.add_row(f"[bold]{comparison['b']} − {comparison['a']}[/bold]")
+        table.add_row(f"[bold]{escape(comparison['b'])} − {escape(comparison['a'])}[/bold]")
     for task, entry in comparison["tasks"].items():
         table.add_row(
-            task, str(entry["n"]), _fmt(entry["mean_a"]), _fmt(entry["mean_b"]), _delta_cell(entry), _fmt_ci(entry["ci95"]),
+            escape(task), str(entry["n"]), _fmt(entry["mean_a"]), _fmt(entry["mean_b"]), _delta_cell(entry), _fmt_ci(entry["ci95"]),
             f"{entry['n_error_a']}/{entry['n_error_b']}", f"{entry['only_a']}/{entry['only_b']}",
         )  # fmt: skip
     overall, errors, unmatched = comparison["overall"], comparison["errors"], comparison["unmatched"]
@@ -344,11 +367,12 @@ def _add_comparison_rows(table: Any, comparison: Mapping[str, Any], several: boo
 def render_compare_table(result: Mapping[str, Any]) -> Any:
     """A rich table of every comparison: per task and overall (``*``: the 95% CI excludes 0)."""
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     comparisons = result["comparisons"]
     several = len(comparisons) > 1
-    runs = ", ".join(f"{r['label']} = {r['path']}" for r in result["runs"])
+    runs = ", ".join(f"{escape(r['label'])} = {escape(r['path'])}" for r in result["runs"])
     errors = "error rows scored 0" if result["errors"] == "as_zero" else "pairs with an error row left out"
     caption = (
         f"Δ = {'each run' if several else 'B'} − A, paired by generation; * = 95% CI excludes 0; {errors}; "

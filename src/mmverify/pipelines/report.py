@@ -1,8 +1,24 @@
-"""Render a summary as Markdown (tables people can paste into a paper or a PR)."""
+"""Render a summary as Markdown (tables people can paste into a paper or a PR).
+
+Task ids, groups and reasons are user text: every cell goes through :func:`markdown_cell`, so a
+``|`` cannot add a column, a newline cannot end the row and ``<script>`` stays text.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
+
+_MARKDOWN_ESCAPES = {
+    "&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "\\": "\\\\", "`": "\\`", "*": "\\*", "[": "\\[",
+    "]": "\\]", "\r": " ", "\n": " ",
+}  # fmt: skip
+
+
+def markdown_cell(value: object) -> str:
+    """``value`` as text for one Markdown table cell: HTML characters as entities, ``|`` and the
+    characters Markdown would format (\\ ` * [ ]) backslash-escaped, line breaks as spaces; ``_`` is
+    left alone (GitHub Markdown does not emphasise inside words, and task ids are full of them)."""
+    return "".join(_MARKDOWN_ESCAPES.get(char, char) for char in str(value))
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -14,7 +30,7 @@ def _ci(ci: list[float] | None) -> str:
 
 
 def render_markdown(summary: Mapping[str, Any], title: str = "mmverify results") -> str:
-    lines = [f"# {title}", ""]
+    lines = [f"# {markdown_cell(title)}", ""]
     overall = summary.get("overall", {})
     lines += [
         f"Overall (macro over tasks): **{_fmt(overall.get('mean'))}** "
@@ -25,16 +41,16 @@ def render_markdown(summary: Mapping[str, Any], title: str = "mmverify results")
         "|---|---:|---:|",
     ]
     for group, entry in summary.get("groups", {}).items():
-        lines.append(f"| {group} | {_fmt(entry['mean'])} | {entry['tasks_scored']}/{entry['tasks_total']} |")
+        lines.append(f"| {markdown_cell(group)} | {_fmt(entry['mean'])} | {entry['tasks_scored']}/{entry['tasks_total']} |")
     lines += [
         "",
         "| task | group | mean | 95% CI | pass rate | n | scored | errors | notes |",
         "|---|---|---:|---|---:|---:|---:|---:|---|",
     ]
     for task, entry in summary.get("tasks", {}).items():
-        notes = ", ".join(f"{k}×{v}" for k, v in {**entry.get("errors", {}), **entry.get("reasons", {})}.items())
+        notes = markdown_cell(", ".join(f"{k}×{v}" for k, v in {**entry.get("errors", {}), **entry.get("reasons", {})}.items()))
         lines.append(
-            f"| {task} | {entry.get('group') or '?'} | {_fmt(entry['mean'])} | {_ci(entry.get('ci95'))} | "
+            f"| {markdown_cell(task)} | {markdown_cell(entry.get('group') or '?')} | {_fmt(entry['mean'])} | {_ci(entry.get('ci95'))} | "
             f"{_fmt(entry.get('pass_rate'), 2)} | {entry['n']} | {entry['n_scored']} | {entry['n_error']} | {notes} |"
         )
     boot = summary.get("bootstrap")

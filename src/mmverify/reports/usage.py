@@ -68,7 +68,9 @@ def usage_markdown(summary: Mapping[str, Any]) -> str:
     if not rows:
         return ""
     lines = ["", "## Judge usage", "", "| " + " | ".join(HEADERS) + " |", "|---|---|" + "---:|" * (len(HEADERS) - 2)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    from ..pipelines.report import markdown_cell
+
+    lines += ["| " + " | ".join(markdown_cell(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,62 @@
+"""Pairwise tie policies: "difference up to epsilon" holds for the decimal numbers as written
+(0.4 - 0.3 is exactly 0.1 for it), judged against exact decimal arithmetic; a pair of one
+generation with itself is refused."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from mmverify.calibration.pairwise import Pair, load_pairs, pair_credit
+
+
+def _exact_credit(chosen: float, rejected: float, epsilon: float) -> float:
+    """The epsilon policy in exact decimal arithmetic on the numbers as written."""
+    difference = Decimal(repr(chosen)) - Decimal(repr(rejected))
+    if abs(difference) <= Decimal(repr(epsilon)):
+        return 0.5
+    return 1.0 if difference > 0 else 0.0
+
+
+def test_the_reviewers_grid_cases_are_all_ties():
+    tenths = [i / 10 for i in range(11)]
+    exact = [(a, b) for a in tenths for b in tenths if round(a - b, 10) == 0.1]
+    assert len(exact) == 10 and all(pair_credit(a, b, "epsilon", 0.1) == 0.5 for a, b in exact)  # 0.4 vs 0.3 gave 1.0
+    hundredths = [(a / 100, (a - 2) / 100) for a in range(2, 101)]
+    assert all(pair_credit(a, b, "epsilon", 0.02) == 0.5 for a, b in hundredths)  # 69 of 99 gave 1.0
+    assert all(pair_credit(b, a, "epsilon", 0.02) == 0.5 for a, b in hundredths)
+
+
+@pytest.mark.parametrize("step, epsilons", [(10, (0.1, 0.2, 0.3)), (100, (0.01, 0.02, 0.05, 0.07)), (1000, (0.001, 0.003))])
+def test_epsilon_policy_matches_exact_decimal_arithmetic_on_decimal_grids(step, epsilons):
+    grid = [i / step for i in range(0, step + 1, max(1, step // 100))]
+    for epsilon in epsilons:
+        for a in grid:
+            for b in grid:
+                assert pair_credit(a, b, "epsilon", epsilon) == _exact_credit(a, b, epsilon), (a, b, epsilon)
+
+
+def test_epsilon_policy_on_large_scores_and_just_outside_the_band():
+    for base in (1.0, 100.0, 12345.0):
+        for k in range(1, 50):
+            a, b = base + k / 100, base + (k - 2) / 100  # written differences of 0.02
+            assert pair_credit(a, b, "epsilon", 0.02) == _exact_credit(round(a, 2), round(b, 2), 0.02) == 0.5
+    assert pair_credit(0.33, 0.3, "epsilon", 0.02) == 1.0 and pair_credit(0.3, 0.33, "epsilon", 0.02) == 0.0
+    assert pair_credit(0.5 + 2e-9, 0.48, "epsilon", 0.02) == 1.0  # a real excess is not forgiven
+    assert pair_credit(0.52, 0.5, "half") == 1.0 and pair_credit(0.5, 0.5, "strict") == 0.0  # other policies: exact equality
+
+
+def test_a_pair_of_one_generation_with_itself_is_refused(tmp_path: Path):
+    with pytest.raises(ValueError, match="chosen and rejected are the same generation"):
+        Pair("a", 0, 0)
+    with pytest.raises(ValueError, match="same generation"):
+        Pair("a", 1, 1, chosen_model="m", rejected_model="m")
+    assert Pair("a", 0, 0, chosen_model="m1", rejected_model="m2").chosen_sample == 0  # two models' sample 0
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(json.dumps({"instance_id": "a", "chosen_sample": 0, "rejected_sample": 1}) + "\n"
+                    + json.dumps({"instance_id": "a", "chosen_sample": 2, "rejected_sample": 2}) + "\n")  # fmt: skip
+    with pytest.raises(ValueError, match="pairs.jsonl record 2: a: chosen and rejected are the same generation"):
+        load_pairs(path)
