@@ -259,9 +259,9 @@ def test_fused_checkpoints_are_deterministic_too(tmp_path, clips):
 
 def test_front_end_and_precision_are_part_of_the_fingerprint(tiny_clap, clips, tmp_path):
     base = HFClap(source=str(tiny_clap), features="numpy")
-    # the checkpoint, and the fixed batch shape that outputs depend on (models/batching.py)
-    assert base.fingerprint == f"clap-hf:{checkpoint_digest(tiny_clap)};rows=8"
-    assert HFClap(source=str(tiny_clap), features="numpy", batch_size=32).fingerprint.endswith(";rows=32")
+    # the checkpoint, the fixed batch shape that outputs depend on (models/batching.py) and the device type
+    assert base.fingerprint == f"clap-hf:{checkpoint_digest(tiny_clap)};rows=8;device={base.device_type}"
+    assert HFClap(source=str(tiny_clap), features="numpy", batch_size=32).fingerprint.endswith(f";rows=32;device={base.device_type}")
     variants = {
         (features, precision): HFClap(source=str(tiny_clap), features=features, precision=precision)
         for features in ("numpy", "torch") for precision in ("fp32", "bf16")

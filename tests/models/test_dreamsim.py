@@ -185,7 +185,8 @@ def test_fingerprint(backend: DreamSimBackend, weights: Path) -> None:
     assert backend.fingerprint.startswith("dreamsim:open_clip_vitb32:")
     same = DreamSimBackend(source=f"open_clip_vitb32@{weights}", batch_size=backend.batch_size)
     assert same.fingerprint == backend.fingerprint
-    assert backend.fingerprint.endswith(f";rows={backend.batch_size}")  # outputs depend on the batch shape
+    # outputs depend on the batch shape and the device type
+    assert backend.fingerprint.endswith(f";rows={backend.batch_size};device={backend.device_type}")
 
 
 @pytest.mark.filterwarnings("ignore:`torch.nn.utils.weight_norm` is deprecated:FutureWarning")

@@ -83,12 +83,40 @@ class Settings:
     offline: bool = field(default_factory=lambda: is_true(setting("MMVERIFY_OFFLINE")) or is_true(os.environ.get("HF_HUB_OFFLINE")))
 
 
+_WARNED_OPEN_DIRS: set[str] = set()
+
+
 def private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) with owner-only permissions on the leaf: caches hold
-    transcripts, judge replies and embeddings of user data."""
-    path.mkdir(parents=True, exist_ok=True)
+    """``path`` as a folder: created (with any missing parents) owner-only (0700) when it does not
+    exist -- caches hold transcripts, judge replies and embeddings of user data.
+
+    A folder that already exists keeps its permissions: a team cache that is deliberately shared
+    (group-writable, setgid) stays shared.  One that anybody may write to (world-writable) is used
+    but named in a warning once per process: other users could plant or replace cache entries there.
+    """
+    if not path.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:  # made by another process meanwhile: it decides the permissions
+            if not path.is_dir():
+                raise
+        else:
+            try:
+                path.chmod(0o700)  # whatever the umask
+            except OSError:
+                pass
+        return path
     try:
-        path.chmod(0o700)
-    except OSError:  # a shared folder the user does not own: leave its permissions alone
-        pass
+        mode = path.stat().st_mode
+    except OSError:
+        return path
+    if mode & 0o002 and str(path) not in _WARNED_OPEN_DIRS:
+        _WARNED_OPEN_DIRS.add(str(path))
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "cache folder %s is writable by every user (mode %o): others can plant or replace cached entries; "
+            "use a folder only you (or your group) can write", path, mode & 0o7777,
+        )
     return path

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import threading
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +21,10 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from ..core.errors import ErrorCode, ScoringError
+from ..core.hashing import sha256_file
 from ..core.settings import setting
 
-_SMALL_FILE = 16 * 1024 * 1024
-_EDGE = 1024 * 1024
+_SMALL_FILE = 16 * 1024 * 1024  # files up to this size are read on every digest; larger ones memoised
 
 
 # One model loads at a time in a process: transformers builds models under process-wide state (the
@@ -67,11 +68,19 @@ def pick_device(preferred: str | None = None) -> str:
     return "cpu"
 
 
-def checkpoint_digest(path: str | Path) -> str:
-    """A cheap, content-based fingerprint of a checkpoint file or folder (for cache keys).
+def device_type_of(device: Any) -> str:
+    """The type of a device (``cuda:1`` -> ``cuda``)."""
+    return str(device).split(":", 1)[0].strip().lower() or "cpu"
 
-    Small files are hashed whole; large weight files by name, size and their first and last MiB,
-    which tells checkpoints apart without reading gigabytes on every start.
+
+def checkpoint_digest(path: str | Path) -> str:
+    """A content-based fingerprint of a checkpoint file or folder (for cache keys).
+
+    Every byte of every file counts.  Files up to 16 MiB are read into the digest on every call
+    (as they always were: their digests are unchanged); a larger file contributes the SHA-256 of its
+    whole content, memoised per (resolved path, size, mtime, inode, device, ctime) in this process
+    and in ``<cache dir>/file_digests.sqlite`` (:func:`whole_file_sha256`), so a multi-GB checkpoint
+    is read once per change rather than on every start, and an edit in place is always seen.
     """
     root = Path(path).expanduser()
     files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
@@ -79,14 +88,80 @@ def checkpoint_digest(path: str | Path) -> str:
     for file in files:
         size = file.stat().st_size
         digest.update(f"{file.relative_to(root) if root.is_dir() else file.name}:{size}".encode())
-        with open(file, "rb") as handle:
-            if size <= _SMALL_FILE:
+        if size <= _SMALL_FILE:
+            with open(file, "rb") as handle:
                 digest.update(handle.read())
-            else:
-                digest.update(handle.read(_EDGE))
-                handle.seek(size - _EDGE)
-                digest.update(handle.read(_EDGE))
+        else:
+            digest.update(f"sha256={whole_file_sha256(file)}".encode())
     return digest.hexdigest()[:16]
+
+
+# A file changed less than this long before its stat was taken may change again within the same
+# timestamp tick (file systems stamp times from a coarse clock): its digest is not memoised.
+RACY_WINDOW_NS = 2 * 10**9
+
+
+def _now_ns() -> int:
+    return time.time_ns()
+
+
+def _stat_key(path: Path) -> tuple[str, bool]:
+    """What must be unchanged for a memoised digest of ``path`` to be trusted, and whether the file
+    changed too recently for its stat to tell later changes apart (then nothing is memoised)."""
+    stat = path.stat()
+    racy = _now_ns() - max(stat.st_mtime_ns, stat.st_ctime_ns) < RACY_WINDOW_NS
+    return f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}:{stat.st_dev}:{stat.st_ctime_ns}", racy
+
+
+_WHOLE_FILE_MEMO: dict[tuple[str, str], str] = {}
+_WHOLE_FILE_MEMO_LOCK = threading.Lock()
+_DIGEST_STORES: dict[Path, Any] = {}
+
+
+def _digest_store() -> Any:
+    """The sidecar table of file digests in the cache folder (one object per folder and process)."""
+    from ..core.settings import default_cache_dir
+    from .cache import FileDigestStore
+
+    path = default_cache_dir() / "file_digests.sqlite"
+    with _WHOLE_FILE_MEMO_LOCK:
+        if path not in _DIGEST_STORES:
+            _DIGEST_STORES[path] = FileDigestStore(path)
+        return _DIGEST_STORES[path]
+
+
+def whole_file_sha256(file: str | Path) -> str:
+    """SHA-256 of a file's whole content, memoised per (resolved path, stat).
+
+    The memo (this process's, then the cache folder's ``file_digests.sqlite``) is used only while
+    size, mtime_ns, inode, device and ctime_ns are all unchanged -- ctime cannot be set back by a
+    copy that preserves mtime -- and a digest is stored only when the file's stat was the same
+    before and after reading it, and the file had not changed in the last :data:`RACY_WINDOW_NS`
+    (a later change within the same coarse timestamp tick would leave the stat as it was).
+    """
+    resolved = Path(file).expanduser().resolve()
+    name = str(resolved)
+    value = ""
+    for _attempt in range(3):
+        before, racy = _stat_key(resolved)
+        if not racy:
+            with _WHOLE_FILE_MEMO_LOCK:
+                known = _WHOLE_FILE_MEMO.get((name, before))
+            if known is not None:
+                return known
+            known = _digest_store().lookup(name, before)
+            if known is not None:
+                with _WHOLE_FILE_MEMO_LOCK:
+                    _WHOLE_FILE_MEMO[(name, before)] = known
+                return known
+        value = sha256_file(resolved)
+        if _stat_key(resolved)[0] == before:  # not written to while it was read
+            if not racy:
+                _digest_store().record(name, before, value)
+                with _WHOLE_FILE_MEMO_LOCK:
+                    _WHOLE_FILE_MEMO[(name, before)] = value
+            return value
+    return value  # a file that keeps changing: its latest digest, never memoised
 
 
 def hub_snapshot(repo_id: str, allow_download: bool = False) -> Path:
@@ -130,6 +205,7 @@ class Backend(ABC):
         self._lock = threading.Lock()
         self._loaded = False
         self._fingerprint: str | None = None
+        self._tagged_device: str | None = None  # the device type the memoised fingerprint names
 
     # -- where the weights are --------------------------------------------------------------------
     def local_path(self, allow_download: bool = False) -> Path:
@@ -158,8 +234,8 @@ class Backend(ABC):
 
     @property
     def fingerprint(self) -> str:
-        """Backend name + checkpoint digest, and the fixed batch shape its outputs depend on (see
-        :mod:`.batching`): part of every cache key."""
+        """Backend name + checkpoint digest, the fixed batch shape its outputs depend on (see
+        :mod:`.batching`) and the device type they are computed on: part of every cache key."""
         if self._fingerprint is None:
             self._fingerprint = f"{self.name}:{checkpoint_digest(self.local_path())}{self.shape_tag}"
         return self._fingerprint
@@ -178,9 +254,27 @@ class Backend(ABC):
         return forward(self, kind, inputs, compute, self.rows_per_forward or 1, shape or one_shape)
 
     @property
+    def device_type(self) -> str | None:
+        """``cpu``, ``cuda`` or ``mps`` (never an index): what outputs are computed on, whose last bits
+        differ between device types.  Known without loading the model: the loaded device, else the
+        one :func:`pick_device` would choose.  None for backends without torch."""
+        if not self.needs_torch:
+            return None
+        device = getattr(self, "device", None) if self._loaded else None
+        if device is None:
+            try:
+                device = pick_device(self.requested_device)
+            except (ValueError, ImportError):  # unusable here: loading will say so; keys name the request
+                device = self.requested_device or "cpu"
+        return device_type_of(device)
+
+    @property
     def shape_tag(self) -> str:
+        """``;rows=<batch rows>`` (when outputs depend on the batch shape) and ``;device=<type>``."""
         rows = self.rows_per_forward
-        return "" if rows is None else f";rows={rows}"
+        tag = "" if rows is None else f";rows={rows}"
+        device = self._tagged_device = self.device_type
+        return tag if device is None else f"{tag};device={device}"
 
     # -- loading ----------------------------------------------------------------------------------
     def ensure_loaded(self) -> None:
@@ -197,6 +291,8 @@ class Backend(ABC):
 
                 install_torchvision_op_stubs()
                 self.device = pick_device(self.requested_device)
+                if self._tagged_device not in (None, device_type_of(self.device)):
+                    self._fingerprint = None  # the settings chose another device since: key by this one
             else:
                 self.device = "cpu"
             try:

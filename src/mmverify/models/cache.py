@@ -1,8 +1,8 @@
 """A shared on-disk cache for model outputs: embeddings (float arrays) and transcripts (text).
 
-Keys combine the backend fingerprint (name + checkpoint digest), the kind of output, extra
-parameters (language, crop policy) and the content hash of the input, so a different checkpoint or
-setting never reuses a stale entry.  SQLite in WAL mode: safe with several worker processes; values
+Keys combine the backend fingerprint (name + whole-content checkpoint digest, batch shape, device
+type), the kind of output, extra parameters (language, crop policy) and the content hash of the
+input, so a different checkpoint, device type or setting never reuses a stale entry.  SQLite in WAL mode: safe with several worker processes; values
 are raw float32 bytes or UTF-8 text -- nothing is ever unpickled.
 
 A cache is an optimisation, never a reason to lose a result.  :class:`SQLiteStore` (the base of this
@@ -10,7 +10,10 @@ cache and of the judge's reply cache) therefore never raises into its caller:
 
 * a corrupt file (random bytes, truncated, "database disk image is malformed") is moved aside to
   ``<name>.corrupt-<UTC time>`` (with its ``-wal``/``-shm`` files) and a fresh cache is started;
-* a file that can only be read (read-only file or folder) serves lookups but stores nothing;
+* a file that can only be read (read-only file or folder) serves lookups but stores nothing: it is
+  opened with ``mode=ro``, or -- where that fails, as it does for a WAL file whose ``-shm`` cannot be
+  created or written -- with ``immutable=1`` (no locks, no ``-shm``; rows still in an un-checkpointed
+  ``-wal`` are not seen, and a page that reads as corrupt there is bypassed, never moved aside);
 * a path that cannot be opened at all (a folder, a missing permission) is bypassed: lookups miss;
 * a failed write (disk full, read-only, locked) keeps the value the caller already has and turns
   further writes off in this process.
@@ -135,6 +138,7 @@ class SQLiteStore:
         self._local = threading.local()
         self._lock = threading.RLock()
         self._mode = "rw"  # "rw", "ro" (reads only) or "off" (bypassed)
+        self._immutable = False  # "ro" through ?immutable=1: ?mode=ro could not open the file
         self._writable = True
         self._generation = 0  # bumped when the file is replaced: every thread reconnects
         self._connection()  # open now, so that a broken file is found and dealt with up front
@@ -179,12 +183,33 @@ class SQLiteStore:
             raise _Unusable("the path is a folder, not an SQLite file")
         private_dir(self.path.parent)
         if read_only:
-            uri = f"{self.path.resolve().as_uri()}?mode=ro"
-            conn = sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-            statements: Sequence[str] = (f"SELECT 1 FROM {self.table} LIMIT 1",)
-        else:
-            conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-            statements = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", self.schema)
+            return self._open_read_only()
+        conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        return self._checked(conn, ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", self.schema))
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """A connection that only reads: ``?mode=ro``, else ``?immutable=1``.
+
+        ``mode=ro`` still needs the WAL index (``-shm``): in a folder that cannot be written it fails
+        ("attempt to write a readonly database", "unable to open database file").  ``immutable=1``
+        reads the main file alone, without locks.
+        """
+        base = self.path.resolve().as_uri()
+        probe = (f"SELECT 1 FROM {self.table} LIMIT 1",)
+        if not self._immutable:
+            try:
+                conn = sqlite3.connect(f"{base}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+                return self._checked(conn, probe)
+            except sqlite3.Error as exc:
+                if failure_kind(exc) == "corrupt":
+                    raise
+        conn = sqlite3.connect(f"{base}?immutable=1", uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        conn = self._checked(conn, probe)
+        self._immutable = True
+        return conn
+
+    @staticmethod
+    def _checked(conn: sqlite3.Connection, statements: Sequence[str]) -> sqlite3.Connection:
         try:
             for statement in statements:
                 conn.execute(statement).fetchall()
@@ -212,7 +237,7 @@ class SQLiteStore:
     def _settle(self, exc: BaseException) -> sqlite3.Connection | None:
         """Deal with a file that cannot be opened (under the folder lock)."""
         kind = failure_kind(exc)
-        if kind == "corrupt":
+        if kind == "corrupt" and not self._immutable:  # an immutable read proves nothing about the file
             return self._replace_corrupt(exc)
         if kind in ("read_only", "full") and self._mode == "rw":
             try:
@@ -234,7 +259,7 @@ class SQLiteStore:
         except (sqlite3.Error, OSError, _Unusable) as failure:
             self._bypass(failure, f"(it was unreadable: {_describe(exc)})")
             return None
-        self._generation, self._mode = self._generation + 1, "rw"
+        self._generation, self._mode, self._immutable = self._generation + 1, "rw", False
         self._report("corrupt", exc, f"moved aside to {moved.name}; a fresh cache was started", moved)
         return conn
 
@@ -285,7 +310,7 @@ class SQLiteStore:
             if file_identity(self.path) != getattr(self._local, "identity", None):
                 self._generation += 1  # another process replaced the file: every thread reconnects
                 return True
-            if failure_kind(exc) == "corrupt":
+            if failure_kind(exc) == "corrupt" and not self._immutable:
                 conn = self._replace_corrupt(exc)
                 if conn is not None:
                     conn.close()  # each thread reconnects to the fresh file
@@ -300,6 +325,38 @@ class SQLiteStore:
     def _count(self) -> int:
         rows = self._read(f"SELECT COUNT(*) FROM {self.table}")
         return int(rows[0][0]) if rows else 0
+
+
+_DIGEST_SCHEMA = """
+CREATE TABLE IF NOT EXISTS file_digests (
+    path TEXT PRIMARY KEY,
+    stat TEXT NOT NULL,
+    sha256 TEXT NOT NULL
+)
+"""
+
+
+class FileDigestStore(SQLiteStore):
+    """Whole-file SHA-256 digests of large checkpoint files, per resolved path and stat (see
+    :func:`mmverify.models.base.whole_file_sha256`): a digest is served only for the exact stat it
+    was computed under, so a changed file is always read again."""
+
+    table = "file_digests"
+    schema = _DIGEST_SCHEMA
+
+    def lookup(self, path: str, stat: str) -> str | None:
+        rows = self._read("SELECT stat, sha256 FROM file_digests WHERE path = ?", (path,))
+        if not rows or rows[0][0] != stat:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return str(rows[0][1])
+
+    def record(self, path: str, stat: str, sha256: str) -> None:
+        self._write("INSERT OR REPLACE INTO file_digests (path, stat, sha256) VALUES (?, ?, ?)", (path, stat, sha256))
+
+    def __len__(self) -> int:
+        return self._count()
 
 
 def array_digest(array: np.ndarray) -> str:

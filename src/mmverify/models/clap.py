@@ -36,7 +36,7 @@ fp32 on tiny random-init models over 32 seeded tones of 0.5-14 s: embedding cosi
 |delta| of audio-audio cosines 0.007 and of audio-text cosines 0.004; sound-task similarities moved
 by up to 0.0025 with no verdict changed on the task test corpus.  Front end (when torch) and
 precision (when not fp32) are part of the backend fingerprint, so no cached output or reference
-index is shared across them; the numpy/fp32 pair keeps the fingerprint it always had.
+index is shared across them (nor across device types, see ``Backend.shape_tag``).
 """
 
 from __future__ import annotations

@@ -14,6 +14,17 @@ builds the model.  ``mmverify models fetch dreamsim`` runs that first build with
 Scoring builds the model with torch.hub's network access switched off, so anything missing ends in
 :class:`ModelUnavailable` instead of a download or a hang.  dreamsim reads the backbone checkpoints
 with ``torch.load(weights_only=True)`` and the LoRA adapter through peft.
+
+**The weights folder runs Python: point it only at a folder you trust.**  For the DINO backbones
+(``ensemble``, ``dino_vitb16``, ``dinov2_vitb14``) dreamsim builds the backbone with
+``torch.hub.load``, which imports ``<folder>/facebookresearch_dino_main/hubconf.py`` (or
+``facebookresearch_dinov2_main``) and the modules beside it -- arbitrary code, run with your
+permissions, whatever ``weights_only`` says.  A folder filled by ``mmverify models fetch dreamsim``
+holds the code torch.hub downloaded from facebookresearch's GitHub repositories; a folder someone
+handed you (or a shared folder others can write to) may hold anything.  The open_clip / clip types
+(``open_clip_vitb32``, ``clip_vitb32``) load no repository code from the folder.  The hub code is not
+compared against a pinned copy (that would need the network); it is left out of the fingerprint
+because it holds no weights.  See SECURITY.md.
 """
 
 from __future__ import annotations

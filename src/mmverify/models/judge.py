@@ -9,8 +9,9 @@ per-endpoint concurrency bound and loopback check).
 :class:`OpenAICompatibleJudge` speaks ``POST {base_url}/chat/completions`` and so works with OpenAI,
 Gemini's OpenAI-compatible endpoint and vLLM / SGLang serving Qwen2.5-VL.  Scores must be
 reproducible, so every request uses temperature 0 and top_p 1 (plus an optional seed), images are
-encoded to PNG deterministically, and replies are cached on disk by content: a rerun with a warm
-cache makes no network call at all.  A judge that cannot answer raises a ``judge_failed``
+encoded to PNG deterministically, and replies are cached on disk by content (model name, endpoint,
+prompt, pixels, decoding parameters): a rerun with a warm cache makes no network call at all, and
+two servers with models of the same name never share replies.  A judge that cannot answer raises a ``judge_failed``
 :class:`ScoringError` -- an empty string never stands in for an answer.
 
 Which judge answers which question (its *role*) and how each is configured: :mod:`.judge_config`.
@@ -39,7 +40,7 @@ from .judge_config import (
     DEFAULT_API_KEY_ENV, ENV_PREFIX, LOCAL_PREFIX, NOT_CONFIGURED, ROLES, JudgeConfig, apply_cli_options, check_role,
     config_from_env, judge_identities, offline_from_env, parse_role_spec,
 )  # fmt: skip
-from .judge_endpoint import is_loopback, process_semaphore
+from .judge_endpoint import endpoint_id, is_loopback, process_semaphore
 from .judge_local import TransformersVLMJudge
 from .judge_retry import RetryPolicy
 from .judge_usage import judge_identity, usage_for
@@ -102,6 +103,7 @@ class OpenAICompatibleJudge:
         self.model = model
         self.model_id = model
         self.base_url = base_url.rstrip("/")
+        self.endpoint = endpoint_id(self.base_url)  # part of every reply's cache key
         self.url = self.base_url + "/chat/completions"
         self.api_key_env = api_key_env
         self._api_key = os.environ.get(api_key_env) or None  # read once; never logged or echoed
@@ -158,7 +160,7 @@ class OpenAICompatibleJudge:
             body.update(self.extra_body)
             return body
 
-        return _Prepared(key_of(self.model_id, prompt, digests, self.params(max_tokens)), build_body)
+        return _Prepared(key_of(self.model_id, prompt, digests, self.params(max_tokens), self.endpoint), build_body)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}

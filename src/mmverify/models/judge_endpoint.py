@@ -1,15 +1,17 @@
 """What the judge client knows about an endpoint besides its URL.
 
-Two facts, both per endpoint rather than per judge: how many requests may be in flight to it from
-this process (one bound shared by every judge and role aimed at it), and whether it runs on this
-machine (offline mode still lets a judge reach a loopback server).
+Three facts, all per endpoint rather than per judge: how many requests may be in flight to it from
+this process (one bound shared by every judge and role aimed at it), whether it runs on this
+machine (offline mode still lets a judge reach a loopback server), and its normalised name, which
+is part of every cached reply's key (two servers that serve a model of the same name never share
+replies).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 _SEMAPHORES: dict[tuple[int, str, int], threading.BoundedSemaphore] = {}
 _SEMAPHORES_LOCK = threading.Lock()
@@ -36,3 +38,25 @@ def is_loopback(url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def endpoint_id(url: str) -> str:
+    """``url`` normalised for the reply cache key: scheme and host lower-cased, the scheme's default
+    port, user info, fragment and trailing slashes of the path dropped; path and query kept as
+    written: ``HTTP://Example.com:80/v1/`` gives ``http://example.com/v1``, and
+    ``https://example.com:443/v1`` gives ``https://example.com/v1`` -- never the same as the first."""
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:  # not a number: keep what was written
+        port = None
+        host = parts.netloc.rpartition("@")[2].lower()
+    netloc = host if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))

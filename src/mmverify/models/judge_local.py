@@ -2,8 +2,9 @@
 
 Selected with ``--vlm-model transformers:<local folder or hub id>``.  Weights load from a local
 folder or the local Hugging Face cache only (``mmverify models fetch`` style: never during
-scoring).  Decoding is greedy, so a reply depends only on the checkpoint, prompt and pixels, and
-replies are cached under the checkpoint's content fingerprint.
+scoring).  Decoding is greedy, so a reply depends only on the checkpoint, the device type it runs
+on (greedy decoding can pick another token when the last bits of the logits differ), prompt and
+pixels, and replies are cached under the checkpoint's content fingerprint and that device type.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class TransformersVLMJudge(Backend):
 
     @property
     def model_id(self) -> str:
-        """Backend name + checkpoint digest, so another checkpoint never reuses cached replies."""
+        """Backend name + checkpoint digest + device type (``;device=cpu``), so another checkpoint or
+        device type never reuses cached replies; known without loading the weights."""
         return self.fingerprint
 
     def _load(self, path: Path) -> None:

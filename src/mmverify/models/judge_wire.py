@@ -112,14 +112,26 @@ class EncodedImages:
         return entry.result()
 
 
-def request_key(model_id: str, prompt: str, images: Sequence[np.ndarray], params: Mapping[str, Any]) -> str:
-    """Content key of a question: model, prompt, pixels (dtype, shape, bytes) and decoding params."""
-    return key_of(model_id, prompt, [array_digest(np.asarray(i)) for i in images], params)
+def request_key(
+    model_id: str, prompt: str, images: Sequence[np.ndarray], params: Mapping[str, Any], endpoint: str | None = None
+) -> str:
+    """Content key of a question: model, endpoint, prompt, pixels (dtype, shape, bytes) and decoding
+    params."""
+    return key_of(model_id, prompt, [array_digest(np.asarray(i)) for i in images], params, endpoint)
 
 
-def key_of(model_id: str, prompt: str, image_digests: list[str], params: Mapping[str, Any]) -> str:
-    """:func:`request_key` from image digests already computed (the client digests each image once)."""
-    return digest_of("mmverify-judge/1", model_id, prompt, image_digests, dict(params))
+def key_of(
+    model_id: str, prompt: str, image_digests: list[str], params: Mapping[str, Any], endpoint: str | None = None
+) -> str:
+    """:func:`request_key` from image digests already computed (the client digests each image once).
+
+    ``endpoint``: the server's normalised URL (:func:`.judge_endpoint.endpoint_id`), so two servers
+    with models of one name never share replies.  None for an in-process judge, whose ``model_id``
+    (checkpoint fingerprint and device type) names what answers.
+    """
+    if endpoint is None:
+        return digest_of("mmverify-judge/1", model_id, prompt, image_digests, dict(params))
+    return digest_of("mmverify-judge/2", model_id, endpoint, prompt, image_digests, dict(params))
 
 
 # -- replies --------------------------------------------------------------------------------------

@@ -181,8 +181,7 @@ class HFWhisper(WhisperBase):
     ``features`` chooses how the log-mel input is computed: ``"torch"`` (default) on the model's
     device for the whole batch (:mod:`mmverify.models.whisper_features`, the extractor's features
     to within float32 rounding), or ``"numpy"``, the checkpoint's ``WhisperFeatureExtractor`` on
-    the CPU.  The torch front end is part of the fingerprint; ``"numpy"`` keeps the fingerprint
-    this backend always had.
+    the CPU.  The torch front end is part of the fingerprint; ``"numpy"`` adds nothing to it.
     """
 
     name = "whisper-hf"

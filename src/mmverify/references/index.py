@@ -16,8 +16,12 @@ backend's rate instead.
 The layouts (which files of a set are references, of which class) are in :mod:`.layouts`.
 
 Scoring a clip is then one embedding and one matrix product.  A build reuses the stored matrix
-when the files, the backend fingerprint and the front end are unchanged, and re-embeds only the
-files that are new or changed otherwise.
+when the files, the backend fingerprint (checkpoint, batch shape, device type) and the front end
+are unchanged, and re-embeds only the files that are new or changed otherwise.  A file's stored
+hash is reused only for the same reference folder (``root``) and an unchanged size, mtime, inode
+and ctime, and not for a file that had changed within 2 s of being hashed (timestamps come from a
+coarse clock); otherwise the file is read and hashed again.  Rows are reused by content hash, so an
+index built from another folder contributes only the rows whose files hold the same bytes.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import json
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
@@ -106,6 +111,26 @@ def front_end_name(preprocessing: str, load_rate: int | None) -> str:
     return _safe_dirname(f"{preprocessing}~load-{load_rate or 'direct'}")
 
 
+# A file changed less than this long before it was hashed could change again within the same coarse
+# timestamp tick and keep its stat: its stored hash is not trusted by the next build.
+RACY_WINDOW_NS = 2 * 10**9
+
+
+def _now_ns() -> int:
+    return time.time_ns()
+
+
+def _file_identity(stat: os.stat_result) -> dict[str, int | None]:
+    """What a stored file hash is trusted by: size, mtime, inode and ctime (which only the kernel
+    sets).  ``ctime_ns`` is null for a file changed within :data:`RACY_WINDOW_NS` of being hashed,
+    so that the next build hashes it again."""
+    racy = _now_ns() - max(stat.st_mtime_ns, stat.st_ctime_ns) < RACY_WINDOW_NS
+    return {
+        "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino,
+        "ctime_ns": None if racy else stat.st_ctime_ns,
+    }  # fmt: skip
+
+
 def _content(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     return [(row["file"], row["class"], row["sha256"]) for row in rows]
 
@@ -171,6 +196,7 @@ class ReferenceIndex:
         if load_rate is not None and (isinstance(load_rate, bool) or not isinstance(load_rate, int) or load_rate <= 0):
             raise ValueError(f"load_rate must be a positive integer or None, got {load_rate!r}")
         files = scan(layout, root)
+        root_name = str(Path(root).expanduser().resolve())
         fingerprint = embedder.fingerprint
         preprocessing = preprocessing_of(embedder)
         sample_rate = int(embedder.sample_rate)
@@ -179,25 +205,32 @@ class ReferenceIndex:
 
         previous = cls._previous(directory, settings)
         old_meta = previous.meta if previous is not None else {"rows": []}
-        stats = {row["file"]: row for row in old_meta["rows"]}
+        # Stored stats describe the files of the folder the index was built from: another folder's
+        # files are all hashed (their rows are still reused where the content hash matches).
+        same_root = previous is not None and old_meta.get("root") == root_name
+        stats = {row["file"]: row for row in old_meta["rows"]} if same_root else {}
 
         rows: list[dict[str, Any]] = []
         hashed: dict[Path, str] = {}  # windowed layouts list each file several times
         for ref in files:
             stat = ref.path.stat()
+            identity = _file_identity(stat)
             known = stats.get(ref.name)
-            # A file whose size and mtime match the stored ones keeps its stored hash (no re-read).
-            if known and known["size"] == stat.st_size and known["mtime_ns"] == stat.st_mtime_ns:
+            # A file whose size, mtime, inode and ctime all match the stored ones keeps its stored
+            # hash (no re-read).  ctime cannot be set back: a same-size replacement whose mtime was
+            # preserved (cp -p, rsync -a, tar x) is hashed again.
+            trusted = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino, "ctime_ns": stat.st_ctime_ns}
+            if known and all(known.get(name) == value for name, value in trusted.items()):
                 digest = known["sha256"]
             else:
                 digest = hashed[ref.path] if ref.path in hashed else sha256_file(ref.path)
                 hashed[ref.path] = digest
-            rows.append({"file": ref.name, "class": ref.label, "sha256": digest, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
+            rows.append({"file": ref.name, "class": ref.label, "sha256": digest, **identity})
 
         meta: dict[str, Any] = {
             "format": FORMAT_VERSION,
             "layout": layout,
-            "root": str(Path(root).expanduser().resolve()),
+            "root": root_name,
             **settings,
             "rows": rows,
         }
