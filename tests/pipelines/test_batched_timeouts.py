@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from mmverify.core.types import Check, Instance
-from mmverify.models.batching import forward
+from mmverify.models.batching import BatchRound, forward, owner_lock
 from mmverify.pipelines import execute
 from mmverify.pipelines.batch import score_together
 from mmverify.pipelines.deadlines import deadline
@@ -81,33 +81,84 @@ def _outcomes(rows: list[dict[str, Any]]) -> list[str]:
     return [row["status"] if row["status"] == "scored" else row["error"]["code"] for row in rows]
 
 
+def _wait_for_backend(owner: object) -> None:
+    """Until the device thread of a finished round has left ``owner``'s computation."""
+    lock = owner_lock(owner)
+    assert lock.acquire(timeout=60), "the runaway computation never ended"
+    lock.release()
+
+
 def test_a_forward_holding_the_device_thread_times_out_only_its_own_item(registered):
     warm = [_item(0, "test_decodes"), _item(1, "test_embeds")]  # first uses: scored alone
     items = warm + [_item(2, "test_decodes", runaway=True), _item(3, "test_embeds")]
     together = list(score_together(items, _alone, in_flight=4, timeout=LIMIT_S))
     # the embedding waited behind the runaway decode on the device thread past its limit, then was
-    # scored alone; the runaway item timed out among the others and again alone
+    # scored alone; the runaway item, whose own computation was running, timed out once
     assert _outcomes(together) == ["scored", "scored", "timeout", "scored"]
     assert f"{LIMIT_S:g} s" in together[2]["error"]["message"]
+    RELEASE.set()
+    _wait_for_backend(DECODER)
+    RELEASE.clear()
     one_by_one = [_alone(item) for item in items]
     assert together == one_by_one
 
 
-def test_a_late_item_scored_again_alone_keeps_its_own_row_when_that_fits(registered, monkeypatch):
-    """The runaway forward ends once an item has run past its limit among the others: the late
-    items' second tries then fit, and every item is scored, in order."""
-    from mmverify.pipelines import batch
+def test_a_computation_running_when_its_item_times_out_is_never_started_again(registered, monkeypatch):
+    """Nothing can stop a computation on the device thread: scoring its item again alone would run
+    it twice at once (and hold the caller for both).  Its item's row is its timeout."""
+    calls, runaway = [], _runaway
 
-    def releasing_after_a_timeout(item: WorkItem) -> dict[str, Any]:
+    def counted_runaway(batch: list) -> list:
+        calls.append(threading.get_ident())
+        return runaway(batch)
+
+    monkeypatch.setitem(globals(), "_runaway", counted_runaway)
+    items = [_item(0, "test_decodes"), _item(1, "test_decodes", runaway=True)]
+    rows = list(score_together(items, _alone, in_flight=2, timeout=LIMIT_S))
+    assert _outcomes(rows) == ["scored", "timeout"]
+    assert len(calls) == 1
+
+
+def test_a_backend_never_computes_in_two_threads_at_once(registered):
+    """An item scored again alone meets the device thread on the same backend: it waits its turn."""
+    inside, most = [0], [0]
+    guard = threading.Lock()
+    release_first = threading.Event()
+
+    def tracked(batch: list, hold: bool) -> list:
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
         try:
-            return score_item(item)
-        except ItemTimeout:
-            RELEASE.set()
-            raise
+            if hold:
+                release_first.wait(60)
+            return list(batch)
+        finally:
+            with guard:
+                inside[0] -= 1
 
-    monkeypatch.setattr(batch, "score_item", releasing_after_a_timeout)
-    items = [_item(0, "test_decodes"), _item(1, "test_embeds"), _item(2, "test_decodes", runaway=True), _item(3, "test_embeds")]
-    rows = list(score_together(items, _alone, in_flight=4, timeout=LIMIT_S))
-    assert RELEASE.is_set()  # an item did run past its limit among the others
-    assert _outcomes(rows) == ["scored"] * 4
-    assert [row["line"] for row in rows] == [1, 2, 3, 4]
+    owner = object()
+    results: dict[str, Any] = {}
+    batch_round = BatchRound(stall_s=None)
+
+    def member() -> None:  # its computation holds the backend on the device thread
+        with batch_round.member():
+            results["member"] = forward(owner, "k", [1], lambda b: tracked(b, True), 1)
+
+    def alone() -> None:  # the same backend, computed in its own thread
+        results["alone"] = forward(owner, "k", [2], lambda b: tracked(b, False), 1)
+
+    first = threading.Thread(target=member)
+    first.start()
+    while inside[0] == 0 and first.is_alive():
+        first.join(0.01)
+    second = threading.Thread(target=alone)
+    second.start()
+    second.join(0.2)  # it cannot finish while the member's computation runs ...
+    assert second.is_alive() and "alone" not in results
+    release_first.set()
+    for thread in (first, second):
+        thread.join(60)
+        assert not thread.is_alive()
+    batch_round.close()
+    assert results == {"member": [1], "alone": [2]} and most[0] == 1

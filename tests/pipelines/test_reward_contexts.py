@@ -185,3 +185,48 @@ def test_a_call_cannot_start_one_under_other_settings_in_its_own_thread():
         with pytest.raises(RuntimeError, match="same thread"):
             with holding(ScoringContext(env={"MMVERIFY_TEST_SETTING": "B"})):
                 pass
+
+
+def test_an_interrupt_landing_while_a_call_leaves_the_gate_leaves_no_holder_behind(monkeypatch):
+    """^C (or a trainer's SIGALRM handler) can strike as the call takes the gate's lock to leave:
+    the call still leaves, then the interrupt goes on -- calls under other settings are not
+    locked out for good."""
+    import threading
+
+    from mmverify.pipelines import context as context_module
+    from mmverify.pipelines.context import ScoringContext, holding
+
+    gate = context_module._GATE
+
+    class InterruptedOnce:
+        """The gate's condition, whose lock-taking is interrupted once, on the ``strike``-th time."""
+
+        def __init__(self, condition: threading.Condition, strike: int) -> None:
+            self.condition, self.taken, self.strike = condition, 0, strike
+
+        def __enter__(self):
+            self.taken += 1
+            if self.taken == self.strike:
+                raise KeyboardInterrupt
+            return self.condition.__enter__()
+
+        def __exit__(self, *exc):
+            return self.condition.__exit__(*exc)
+
+        def __getattr__(self, name):
+            return getattr(self.condition, name)
+
+    monkeypatch.setattr(gate, "_changed", InterruptedOnce(gate._changed, strike=2))  # 1: entering, 2: leaving
+    with pytest.raises(KeyboardInterrupt):
+        with holding(ScoringContext(env={"MMVERIFY_TEST_SETTING": "A"})):
+            pass
+    assert not gate._holders
+    entered = threading.Event()
+
+    def other_settings() -> None:
+        with holding(ScoringContext(env={"MMVERIFY_TEST_SETTING": "B"})):
+            entered.set()
+
+    thread = threading.Thread(target=other_settings, daemon=True)
+    thread.start()
+    assert entered.wait(60), "a call under other settings never got its turn"

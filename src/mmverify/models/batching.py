@@ -26,6 +26,11 @@ Two rules keep a round moving when an item thread waits on something other than 
   however busy the rest of the round is.
 
 Neither can change a byte: a row's output does not depend on what shares its batch.
+
+A backend never computes in two threads at once (:func:`owner_lock`): some models keep per-call
+state on shared modules (openai-whisper's key-value cache hooks), and an item thread computing on
+its own -- outside a round, or scored again alone after timing out in one -- may meet the device
+thread on the same backend.
 """
 
 from __future__ import annotations
@@ -67,12 +72,59 @@ def run_chunk(compute: Compute, inputs: list[Any], batch_size: int) -> list[Any]
     return [outputs[i] for i in range(len(inputs))]
 
 
-def compute_now(inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = one_shape) -> list[Any]:
-    """Outputs of ``compute`` for ``inputs``, in order, computed in fixed-shape chunks here and now."""
+_RUNNING = [0]  # computations running on device threads, process-wide (guarded by _OWNER_LOCKS_GUARD)
+_OWNER_LOCKS: dict[int, tuple[object, threading.Lock]] = {}  # id(owner) -> (owner kept alive, lock)
+_OWNER_LOCKS_GUARD = threading.Lock()
+
+
+def computations_running() -> int:
+    """How many chunks device threads are computing now, in any round of this process; after a
+    round's items are all done, one still running is stuck (a hang in native code)."""
+    with _OWNER_LOCKS_GUARD:
+        return _RUNNING[0]
+
+
+def _running(change: int) -> None:
+    with _OWNER_LOCKS_GUARD:
+        _RUNNING[0] += change
+
+
+def owner_lock(owner: object) -> threading.Lock:
+    """The lock every computation of ``owner`` (a backend) runs under."""
+    with _OWNER_LOCKS_GUARD:
+        entry = _OWNER_LOCKS.get(id(owner))
+        if entry is None or entry[0] is not owner:
+            entry = _OWNER_LOCKS[id(owner)] = (owner, threading.Lock())
+        return entry[1]
+
+
+@contextmanager
+def _computing(owner: object) -> Iterator[None]:
+    """Hold ``owner``'s lock; waits in short steps, so a deadline raised meanwhile is delivered."""
+    lock, held = owner_lock(owner), False
+    try:
+        while not held:
+            held = lock.acquire(timeout=_POLL_S)
+        yield
+    finally:
+        if held:
+            lock.release()
+
+
+def compute_now(
+    inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = one_shape, owner: object = None
+) -> list[Any]:
+    """Outputs of ``compute`` for ``inputs``, in order, computed in fixed-shape chunks here and now
+    (under ``owner``'s lock when one is named)."""
     items = list(inputs)
     outputs: list[Any] = [None] * len(items)
     for chunk in shape_chunks([shape(item) for item in items], batch_size):
-        for index, output in zip(chunk, run_chunk(compute, [items[i] for i in chunk], batch_size)):
+        if owner is None:
+            computed = run_chunk(compute, [items[i] for i in chunk], batch_size)
+        else:
+            with _computing(owner):
+                computed = run_chunk(compute, [items[i] for i in chunk], batch_size)
+        for index, output in zip(chunk, computed):
             outputs[index] = output
     return outputs
 
@@ -82,6 +134,12 @@ _LOCAL = threading.local()
 
 def current_round() -> "BatchRound | None":
     return getattr(_LOCAL, "round", None)
+
+
+def left_a_queue() -> bool:
+    """Whether this thread's last model request in a round was given up while still queued --
+    its computation never started, so the time it lost went to other items' batches."""
+    return getattr(_LOCAL, "left_queued", False)
 
 
 @contextmanager
@@ -107,7 +165,7 @@ def forward(
         return []
     batch_round = current_round()
     if batch_round is None:
-        return compute_now(items, compute, batch_size, shape)
+        return compute_now(items, compute, batch_size, shape, owner)
     return batch_round.submit(owner, kind, items, compute, batch_size, shape)
 
 
@@ -118,6 +176,7 @@ class _Request:
     filled: int = 0
     error: BaseException | None = None
     counted: bool = False  # among the round's waiting requests
+    started: bool = False  # a chunk holding one of its inputs has begun to compute
     finished: bool = False
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -127,15 +186,21 @@ class _Request:
 
 @dataclass(eq=False)
 class _Group:
+    owner: object
     compute: Compute
     batch_size: int
-    entries: deque = field(default_factory=deque)  # (request, index, input)
-    since: deque = field(default_factory=deque)  # when each entry was asked for (monotonic s)
+    entries: deque = field(default_factory=deque)  # (request, index, input, asked at: monotonic s)
 
     def pop(self, count: int) -> list[tuple[_Request, int, Any]]:
-        for _ in range(count):
-            self.since.popleft()
-        return [self.entries.popleft() for _ in range(count)]
+        return [self.entries.popleft()[:3] for _ in range(count)]
+
+    def waited(self, now: float) -> float:
+        return now - self.entries[0][3] if self.entries else 0.0
+
+
+def _drain(groups: list[_Group]) -> list[tuple[_Group, list[tuple[_Request, int, Any]]]]:
+    """Every input of ``groups``, in chunks of at most each group's batch size."""
+    return [(g, g.pop(min(g.batch_size, len(g.entries)))) for g in groups for _ in range(-(-len(g.entries) // g.batch_size))]
 
 
 class BatchRound:
@@ -211,16 +276,17 @@ class BatchRound:
                     key = (id(owner), kind, shape(item))
                     group = self._groups.get(key)
                     if group is None:
-                        group = self._groups[key] = _Group(compute, batch_size)
-                    group.entries.append((request, index, item))
-                    group.since.append(now)
+                        group = self._groups[key] = _Group(owner, compute, batch_size)
+                    group.entries.append((request, index, item, now))  # one append: nothing half-queued
                 self._changed()
             while not request.done.wait(_POLL_S):
                 pass
         except BaseException:  # a deadline or an interrupt: nobody waits for these outputs any more
             with self._cond:
+                _LOCAL.left_queued = not request.started
                 self._finish(request)
             raise
+        _LOCAL.left_queued = False
         if request.error is not None:
             raise request.error
         return request.outputs
@@ -247,20 +313,21 @@ class BatchRound:
         self._changed()
 
     def _take(self, now: float) -> list[tuple[_Group, list[tuple[_Request, int, Any]]]]:
-        """Chunks ready to run (lock held): any full batch; everything once no member is working;
-        the inputs of a group whose oldest input has waited ``stall_s``.  Groups left empty are
-        dropped (a run sees a new clip length, and so a new group, per item)."""
-        work = []
-        for group in self._groups.values():
-            if len(group.entries) >= group.batch_size:
-                work = [(group, group.pop(group.batch_size))]
-                break
+        """Chunks ready to run (lock held): every input of the groups whose oldest input has waited
+        ``stall_s`` (first, so full batches of other groups cannot starve them); else one full
+        batch; else everything once no member is working.  Groups left empty are dropped (a run
+        sees a new clip length, and so a new group, per item)."""
+        groups = list(self._groups.values())
+        stale = [g for g in groups if self.stall_s is not None and g.waited(now) >= self.stall_s]
+        full = next((g for g in groups if len(g.entries) >= g.batch_size), None)
+        if stale:
+            work = _drain(stale)
+        elif full is not None:
+            work = [(full, full.pop(full.batch_size))]
+        elif (self._waiting >= self._members and not self._starting) or self._closed:
+            work = _drain(groups)
         else:
-            everything = (self._waiting >= self._members and not self._starting) or self._closed
-            for group in self._groups.values():
-                if everything or (self.stall_s is not None and group.since and now - group.since[0] >= self.stall_s):
-                    while group.entries:
-                        work.append((group, group.pop(min(group.batch_size, len(group.entries)))))
+            work = []
         for key in [key for key, group in self._groups.items() if not group.entries]:
             del self._groups[key]
         return work
@@ -269,7 +336,7 @@ class BatchRound:
         """Seconds until the oldest waiting input has waited ``stall_s`` (None: nothing waits)."""
         if self.stall_s is None or not self._groups:
             return None
-        return max(0.0, min(group.since[0] for group in self._groups.values()) + self.stall_s - now)
+        return max(0.0, self.stall_s - max(group.waited(now) for group in self._groups.values()))
 
     def _serve(self) -> None:
         while True:
@@ -289,22 +356,18 @@ class BatchRound:
                             self._finish(request, exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
 
     def _run(self, group: _Group, chunk: list[tuple[_Request, int, Any]]) -> None:
-        live = [entry for entry in chunk if not entry[0].finished]
+        with self._cond:
+            live = [entry for entry in chunk if not entry[0].finished]
+            for request, _, _ in live:
+                request.started = True
         if not live:
             return
-        answers: dict[int, Any] = {}  # position in live -> output
-        failures: dict[_Request, BaseException] = {}
+        _running(1)
         try:
-            outputs = run_chunk(group.compute, [item for _, _, item in live], group.batch_size)
-            answers = dict(enumerate(outputs))
-        except Exception:
-            for request in dict.fromkeys(entry[0] for entry in live):
-                positions = [p for p, entry in enumerate(live) if entry[0] is request]
-                try:
-                    outputs = run_chunk(group.compute, [live[p][2] for p in positions], group.batch_size)
-                    answers.update(zip(positions, outputs))
-                except Exception as exc:  # this request's own inputs fail: only its item pays
-                    failures[request] = exc
+            with _computing(group.owner):
+                answers, failures = _compute(group, live)
+        finally:
+            _running(-1)
         with self._cond:
             self.batches_run += 1
             for position, (request, index, _) in enumerate(live):
@@ -317,3 +380,20 @@ class BatchRound:
                 request.filled += 1
                 if request.filled == request.size:
                     self._finish(request)
+
+
+def _compute(group: _Group, live: list[tuple[_Request, int, Any]]) -> tuple[dict[int, Any], dict[_Request, BaseException]]:
+    """Outputs by position in ``live``; when the chunk fails, each request's inputs are run again
+    on their own, so a bad input fails only its own request."""
+    answers: dict[int, Any] = {}
+    failures: dict[_Request, BaseException] = {}
+    try:
+        answers = dict(enumerate(run_chunk(group.compute, [item for _, _, item in live], group.batch_size)))
+    except Exception:
+        for request in dict.fromkeys(entry[0] for entry in live):
+            positions = [p for p, entry in enumerate(live) if entry[0] is request]
+            try:
+                answers.update(zip(positions, run_chunk(group.compute, [live[p][2] for p in positions], group.batch_size)))
+            except Exception as exc:  # this request's own inputs fail: only its item pays
+                failures[request] = exc
+    return answers, failures

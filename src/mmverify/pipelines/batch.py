@@ -12,11 +12,12 @@ What stays as it was:
 * an item whose task is cold (its first use in this process) is scored alone, under the warm-up
   budget, once the items in flight are done -- model loading never races a batch;
 * each item has its own time limit and its own typed error row: a bad input in a shared batch
-  fails only its own item.  A late item leaves the round (its pending model requests are dropped)
-  and is scored again alone, in its own thread, under a fresh limit; only a timeout there is its
-  ``timeout`` row.  Its clock also ran while other items' batches ran on the device thread and
-  while their threads held the interpreter, so a timeout among others is no verdict -- and a
-  forward that keeps the device thread (a runaway decode) delays its neighbours, never fails them.
+  fails only its own item.  A late item leaves the round (its pending model requests are dropped).
+  One that ran out of time while its model request was still queued -- its time went to other
+  items' batches, a runaway decode on the device thread say -- is scored again alone, in its own
+  thread, under a fresh limit, and only a timeout there is its ``timeout`` row.  One whose own
+  computation was running, or that was busy with its own work, gets its ``timeout`` row at once:
+  the computation cannot be stopped on the device thread, so it is never started a second time.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections import deque
 from typing import Any, Callable, Iterable, Iterator
 
 from ..core.errors import ErrorCode
-from ..models.batching import BatchRound
+from ..models.batching import BatchRound, left_a_queue
 from .deadlines import deadline
 from .execute import ItemTimeout, Planned, error_row, is_warm, score_item, timeout_row, uses_models
 from .plan import WorkItem
@@ -58,8 +59,10 @@ def _score_member(batch_round: BatchRound, item: WorkItem, timeout: float | None
     try:
         with batch_round.member():
             slot.row = _within(item, timeout)
-        if slot.row is None:  # late among others: alone, its model calls computed in this thread
-            slot.row = _within(item, timeout) or timeout_row(item, timeout)
+        if slot.row is None and left_a_queue():  # only late for others' batches: alone, in this thread
+            slot.row = _within(item, timeout)
+        if slot.row is None:
+            slot.row = timeout_row(item, timeout)
     except BaseException as exc:  # noqa: BLE001  (a thread must leave a row, whatever happened)
         slot.row = error_row(item, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
     finally:

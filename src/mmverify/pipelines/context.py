@@ -214,7 +214,7 @@ class _ContextGate:
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._held: ScoringContext | None = None
-        self._holders = 0
+        self._holders: set[object] = set()  # a token per call in flight
         self._restore: tuple[ScoringContext | None] | None = None  # what the last holder puts back
         self._queue: deque[object] = deque()
         self._depth = threading.local()  # calls this thread holds (a call may make nested calls)
@@ -224,37 +224,55 @@ class _ContextGate:
         """``context`` installed and unchanged inside the block; with ``restore`` the context in
         force before comes back when the last holder leaves."""
         depth = getattr(self._depth, "calls", 0)
-        with self._changed:
-            if depth:  # waiting here would wait for this very thread
-                if context != self._held:
-                    raise RuntimeError("a scoring call cannot start another under different settings in the same thread")
-            else:
-                self._wait_for_turn(context)
-            if self._holders == 0:
-                previous = installed_context()
-                install(context)
-                self._held = context
-                self._restore = (previous if isinstance(previous, ScoringContext) else None,) if restore else None
-            self._holders += 1
-            self._changed.notify_all()
-        self._depth.calls = depth + 1
+        token, entered = object(), False
         try:
+            with self._changed:
+                if depth:  # waiting here would wait for this very thread
+                    if context != self._held:
+                        raise RuntimeError("a scoring call cannot start another under different settings in the same thread")
+                else:
+                    self._wait_for_turn(context)
+                if not self._holders:
+                    previous = installed_context()
+                    install(context)
+                    self._held = context
+                    self._restore = (previous if isinstance(previous, ScoringContext) else None,) if restore else None
+                entered = True  # before the token goes in: leaving forgets a token that never did
+                self._holders.add(token)
+                self._changed.notify_all()
+            self._depth.calls = depth + 1
             yield
         finally:
             self._depth.calls = depth
-            with self._changed:
-                self._holders -= 1
-                if self._holders == 0:
-                    if self._restore is not None:
-                        install(self._restore[0])
-                    self._held, self._restore = None, None
-                self._changed.notify_all()
+            if entered:
+                self._leave(token)
+
+    def _leave(self, token: object) -> None:
+        """Forget ``token``; the last holder out puts back what it should.  Repeatable, so an
+        interrupt (^C, a trainer's SIGALRM) landing here cannot leave a holder behind: the gate is
+        left first, then the interrupt goes on."""
+        interrupted: BaseException | None = None
+        while True:
+            try:
+                with self._changed:
+                    self._holders.discard(token)
+                    if not self._holders and self._held is not None:
+                        # the state first, so a second pass finds nothing left to do
+                        restore, self._held, self._restore = self._restore, None, None
+                        if restore is not None:
+                            install(restore[0])
+                    self._changed.notify_all()
+                break
+            except BaseException as exc:  # noqa: BLE001  (re-raised below, once the gate is left)
+                interrupted = exc
+        if interrupted is not None:
+            raise interrupted
 
     def _wait_for_turn(self, context: ScoringContext) -> None:
         ticket = object()
         self._queue.append(ticket)
         try:
-            while not (self._queue[0] is ticket and (self._holders == 0 or self._held == context)):
+            while not (self._queue[0] is ticket and (not self._holders or self._held == context)):
                 self._changed.wait(_POLL_S)  # wakes now and then, so a deadline raised here is delivered
         finally:  # also when a deadline or ^C interrupts the wait: the calls behind must not wait for it
             self._queue.remove(ticket)
@@ -264,7 +282,7 @@ class _ContextGate:
         """Install ``context`` if no call holds one or waits; otherwise leave the calls in flight
         alone (``context`` is installed when its own calls run)."""
         with self._changed:
-            if self._holders == 0 and not self._queue:
+            if not self._holders and not self._queue:
                 install(context)
 
 

@@ -16,18 +16,21 @@ costing its neighbours.
 
 from __future__ import annotations
 
+import os
 import signal
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..models.cache import cache_problems, record_cache_problem, set_cache_problem_logging
 from ..models.judge_usage import UsageForwarder, merge_usage
+from ..core.errors import ErrorCode
 from .execute import fits, is_warm, score_locally, warm_up
 from .plan import WorkItem
 
 Initializer = Callable[..., None]
 Event = tuple[Any, ...]
 Batch = list[tuple[int, WorkItem]]  # (plan position, item)
+STUCK_EXIT_CODE = 75  # a worker whose backend is stuck in a computation ends itself with this code
 USAGE_REPORT = "judge_usage"  # the key of a report carrying judge usage; other reports are cache problems
 
 
@@ -87,9 +90,21 @@ def score_warm(items: Sequence[WorkItem], timeout: float | None) -> Iterator[dic
     if len(items) == 1:
         yield alone(items[0])
         return
+    from ..models.batching import computations_running
     from .batch import score_together
 
-    yield from score_together(items, alone, in_flight=len(items), timeout=timeout)
+    held: list[dict[str, Any]] = []  # timeout rows, and the rows behind them (rows go out in order)
+    for row in score_together(items, alone, in_flight=len(items), timeout=timeout):
+        if held or row.get("error", {}) and row["error"].get("code") == ErrorCode.TIMEOUT:
+            held.append(row)
+        else:
+            yield row
+    if held and computations_running():
+        # A computation outlived every item that asked for it: this process's backend is stuck (a
+        # hang in native code) and would time out every later item.  The process ends; the pool
+        # scores the held items again one by one in fresh workers, so only the one at fault times out.
+        os._exit(STUCK_EXIT_CODE)
+    yield from held
 
 
 def score_batch(batch: Batch, timeout: float | None, forwarder: ProblemForwarder) -> Iterator[Event]:
