@@ -178,10 +178,14 @@ class _Request:
     counted: bool = False  # among the round's waiting requests
     started: bool = False  # a chunk holding one of its inputs has begun to compute
     finished: bool = False
-    done: threading.Event = field(default_factory=threading.Event)
+    # Held until the request is answered.  A plain lock, not an Event: a deadline raised in the
+    # waiting thread can land inside an Event's own locking and leave it taken, and answering would
+    # then block the device thread for good; a lock taken by a waiter who left blocks nobody.
+    answered: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.outputs = [None] * self.size
+        self.answered.acquire()
 
 
 @dataclass(eq=False)
@@ -209,7 +213,10 @@ class BatchRound:
 
     def __init__(self, stall_s: float | None = STALL_S) -> None:
         self.stall_s = stall_s  # None: partial batches wait for every member, however long
-        self._cond = threading.Condition()
+        # Item threads take the plain lock: its ``with`` runs no Python code between taking it and
+        # the block, so a deadline raised in that thread cannot leave it taken (a Condition's can).
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._groups: dict[tuple[int, Hashable, Hashable], _Group] = {}
         self._owners: dict[int, object] = {}  # keeps owners alive so their ids stay unique
         self._members = 0
@@ -224,7 +231,7 @@ class BatchRound:
     def starting(self, busy: bool) -> None:
         """While the scheduler starts members (``busy``), only full batches run: the members it is
         about to start would otherwise miss the partial batch of those already waiting."""
-        with self._cond:
+        with self._lock:
             if self._starting != busy:
                 self._starting = busy
                 self._changed()
@@ -256,7 +263,7 @@ class BatchRound:
             self._join(1)
 
     def _join(self, count: int) -> None:
-        with self._cond:
+        with self._lock:
             self._members += count
             self._changed()
 
@@ -265,7 +272,7 @@ class BatchRound:
     ) -> list[Any]:
         request = _Request(len(inputs))
         try:
-            with self._cond:
+            with self._lock:
                 if self._closed:
                     raise RuntimeError("the batch round is closed")
                 self._waiting += 1  # counted before its inputs are queued: whatever interrupts
@@ -279,10 +286,10 @@ class BatchRound:
                         group = self._groups[key] = _Group(owner, compute, batch_size)
                     group.entries.append((request, index, item, now))  # one append: nothing half-queued
                 self._changed()
-            while not request.done.wait(_POLL_S):
+            while not request.answered.acquire(timeout=_POLL_S):
                 pass
         except BaseException:  # a deadline or an interrupt: nobody waits for these outputs any more
-            with self._cond:
+            with self._lock:
                 _LOCAL.left_queued = not request.started
                 self._finish(request)
             raise
@@ -293,7 +300,7 @@ class BatchRound:
 
     # -- the device thread ----------------------------------------------------------------------
     def close(self) -> None:
-        with self._cond:
+        with self._lock:
             self._closed = True
             self._changed()
 
@@ -309,7 +316,7 @@ class BatchRound:
         request.error = error
         if request.counted:
             self._waiting -= 1
-        request.done.set()
+        request.answered.release()
         self._changed()
 
     def _take(self, now: float) -> list[tuple[_Group, list[tuple[_Request, int, Any]]]]:
@@ -340,7 +347,7 @@ class BatchRound:
 
     def _serve(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 work = self._take(time.monotonic())
                 while not work:
                     if self._closed:
@@ -351,12 +358,12 @@ class BatchRound:
                 try:
                     self._run(group, chunk)
                 except BaseException as exc:  # noqa: BLE001  (the device thread must answer every request)
-                    with self._cond:
+                    with self._lock:
                         for request, _, _ in chunk:
                             self._finish(request, exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
 
     def _run(self, group: _Group, chunk: list[tuple[_Request, int, Any]]) -> None:
-        with self._cond:
+        with self._lock:
             live = [entry for entry in chunk if not entry[0].finished]
             for request, _, _ in live:
                 request.started = True
@@ -368,7 +375,7 @@ class BatchRound:
                 answers, failures = _compute(group, live)
         finally:
             _running(-1)
-        with self._cond:
+        with self._lock:
             self.batches_run += 1
             for position, (request, index, _) in enumerate(live):
                 if request.finished:

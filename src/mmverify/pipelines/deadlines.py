@@ -26,13 +26,16 @@ class _Watchdog:
     than scoring a cheap item)."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        # arm/disarm take the plain lock: its ``with`` runs no Python code between taking it and
+        # the block, so an exception arriving in that thread cannot leave it taken (a Condition's can)
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._armed: dict[int, tuple[float, int]] = {}  # token -> (due time, thread id)
         self._tokens = itertools.count()
         self._thread: threading.Thread | None = None
 
     def arm(self, seconds: float) -> int:
-        with self._cond:
+        with self._lock:
             token = next(self._tokens)
             self._armed[token] = (time.monotonic() + seconds, threading.get_ident())
             if self._thread is None or not self._thread.is_alive():
@@ -43,7 +46,7 @@ class _Watchdog:
 
     def disarm(self, token: int) -> bool:
         """Forget a deadline; True when it had already fired."""
-        with self._cond:
+        with self._lock:
             return self._armed.pop(token, None) is None
 
     def _run(self) -> None:
