@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-import resource
+import os
+import threading
 import subprocess
 import sys
 from pathlib import Path
@@ -28,9 +29,20 @@ def corpus_run(tmp_path_factory) -> tuple[list[dict], list, int]:
     command = [sys.executable, "-m", "mmverify.cli", "score", str(manifest), "--out", str(out),
                "--data-root", str(folder), "--instructions", str(folder / INSTRUCTIONS),
                "--workers", "2", "--timeout", "120", "-q"]  # fmt: skip
-    process = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert process.returncode == 0, process.stderr[-3000:]
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    # the peak of this run's processes alone: RUSAGE_CHILDREN would also count every child that
+    # earlier tests of the session waited for
+    with open(folder / "stderr.txt", "w+") as errors:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+        hang_guard = threading.Timer(600, process.kill)
+        hang_guard.start()
+        try:
+            _, status, usage = os.wait4(process.pid, 0)
+        finally:
+            hang_guard.cancel()
+        process.returncode = os.waitstatus_to_exitcode(status)
+        errors.seek(0)
+        assert process.returncode == 0, errors.read()[-3000:]
+    peak_kib = usage.ru_maxrss
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     return rows, cases, peak_kib
 
