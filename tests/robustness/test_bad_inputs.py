@@ -32,7 +32,10 @@ def corpus_run(tmp_path_factory) -> tuple[list[dict], list, int]:
     # the peak of this run's processes alone: RUSAGE_CHILDREN would also count every child that
     # earlier tests of the session waited for
     with open(folder / "stderr.txt", "w+") as errors:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+        # its own cache folder: models or outputs that earlier tests left in the session's would
+        # change what this run loads
+        environment = {**os.environ, "MMVERIFY_CACHE_DIR": str(folder / "cache")}
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors, env=environment)
         hang_guard = threading.Timer(600, process.kill)
         hang_guard.start()
         try:
