@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import subprocess
 import sys
 from pathlib import Path
@@ -29,23 +28,14 @@ def corpus_run(tmp_path_factory) -> tuple[list[dict], list, int]:
     command = [sys.executable, "-m", "mmverify.cli", "score", str(manifest), "--out", str(out),
                "--data-root", str(folder), "--instructions", str(folder / INSTRUCTIONS),
                "--workers", "2", "--timeout", "120", "-q"]  # fmt: skip
-    # the peak of this run's processes alone: RUSAGE_CHILDREN would also count every child that
-    # earlier tests of the session waited for
-    with open(folder / "stderr.txt", "w+") as errors:
-        # its own cache folder: models or outputs that earlier tests left in the session's would
-        # change what this run loads
-        environment = {**os.environ, "MMVERIFY_CACHE_DIR": str(folder / "cache")}
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors, env=environment)
-        hang_guard = threading.Timer(600, process.kill)
-        hang_guard.start()
-        try:
-            _, status, usage = os.wait4(process.pid, 0)
-        finally:
-            hang_guard.cancel()
-        process.returncode = os.waitstatus_to_exitcode(status)
-        errors.seek(0)
-        assert process.returncode == 0, errors.read()[-3000:]
-    peak_kib = usage.ru_maxrss
+    # The peak of this run's processes alone, measured by a small launcher: on Linux a process
+    # forked from this test session starts with the session's resident memory, which its peak
+    # (and RUSAGE_CHILDREN) would count -- the more tests ran before, the higher.
+    launcher = "import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:]); _, s, u = os.wait4(p.pid, 0); print(u.ru_maxrss); sys.exit(os.waitstatus_to_exitcode(s))"
+    environment = {**os.environ, "MMVERIFY_CACHE_DIR": str(folder / "cache")}  # nothing earlier tests cached
+    process = subprocess.run([sys.executable, "-c", launcher, *command], capture_output=True, text=True, timeout=600, env=environment)
+    assert process.returncode == 0, process.stderr[-3000:]
+    peak_kib = int(process.stdout.split()[-1])
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     return rows, cases, peak_kib
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -73,7 +74,9 @@ def run_chunk(compute: Compute, inputs: list[Any], batch_size: int) -> list[Any]
 
 
 _RUNNING = [0]  # computations running on device threads, process-wide (guarded by _OWNER_LOCKS_GUARD)
-_OWNER_LOCKS: dict[int, tuple[object, threading.Lock]] = {}  # id(owner) -> (owner kept alive, lock)
+# per owner (a backend): weakly held, so a dropped hub's models can still be freed
+_OWNER_LOCKS: "weakref.WeakKeyDictionary[object, threading.Lock]" = weakref.WeakKeyDictionary()
+_PLAIN_OWNER_LOCKS: dict[int, tuple[object, threading.Lock]] = {}  # owners without weak references (object())
 _OWNER_LOCKS_GUARD = threading.Lock()
 
 
@@ -92,10 +95,16 @@ def _running(change: int) -> None:
 def owner_lock(owner: object) -> threading.Lock:
     """The lock every computation of ``owner`` (a backend) runs under."""
     with _OWNER_LOCKS_GUARD:
-        entry = _OWNER_LOCKS.get(id(owner))
-        if entry is None or entry[0] is not owner:
-            entry = _OWNER_LOCKS[id(owner)] = (owner, threading.Lock())
-        return entry[1]
+        try:
+            lock = _OWNER_LOCKS.get(owner)
+            if lock is None:
+                lock = _OWNER_LOCKS[owner] = threading.Lock()
+            return lock
+        except TypeError:  # cannot be weakly referenced: kept (test stand-ins, bare objects)
+            entry = _PLAIN_OWNER_LOCKS.get(id(owner))
+            if entry is None or entry[0] is not owner:
+                entry = _PLAIN_OWNER_LOCKS[id(owner)] = (owner, threading.Lock())
+            return entry[1]
 
 
 @contextmanager
