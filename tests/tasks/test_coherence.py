@@ -19,7 +19,6 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from mmverify.api import score_items
 from mmverify.core.errors import GenerationFault, ScoringError
 from mmverify.core.types import Instance
 from mmverify.models import hub as hub_module
@@ -32,10 +31,10 @@ from mmverify.tasks.coherence_frame import (
     published_list,
     published_object,
 )
-from mmverify.verifiers.vlm.coherence_templates import COHERENCE_TEMPLATES
 from tests.conftest import save_png, scene
 from tests.reference import mmmg_interleaved as ref
-from tests.tasks.fake_judge import FakeJudge, Judges, failed, install, learn, letter, no, texts, yes
+from tests.tasks.coherence_support import IMAGE, judge_knows_coherence_templates, score  # noqa: F401  (autouse)
+from tests.tasks.fake_judge import FakeJudge, Judges, failed, install, letter, no, texts, yes
 from tests.vlm_server import by_prompt, vlm_env, vlm_server  # noqa: F401  (fixtures)
 
 # a well-formed text for the first published row of each task
@@ -49,12 +48,6 @@ GOOD_TEXT = {
 }
 ROW = {task: f"{task}/0" for task in GOOD_TEXT} | {"it_coherence_size": "it_coherence_size/1"}
 TASKS = list(GOOD_TEXT)
-IMAGE = "<image_start><image_0><image_end>"
-
-
-@pytest.fixture(autouse=True)
-def judge_knows_coherence_templates(monkeypatch: pytest.MonkeyPatch) -> None:
-    learn(monkeypatch, COHERENCE_TEMPLATES)
 
 
 @pytest.fixture
@@ -63,28 +56,6 @@ def image(tmp_path: Path) -> np.ndarray:
     save_png(tmp_path / "gen.png", picture)
     save_png(tmp_path / "other.png", scene(96, 128, seed=8))
     return picture
-
-
-def score(
-    tmp_path: Path,
-    instructions: Path | None,
-    task: str,
-    instance: str | dict,
-    text: str | None,
-    images=("gen.png",),
-    *,
-    before: str | None = None,
-    profile: str = "mmmg",
-) -> dict:
-    """Score ``[before] image(s) [text]`` -- the instructions ask for the text after the image."""
-    parts: list[dict[str, Any]] = [{"type": "text", "text": before}] if before is not None else []
-    parts += [{"type": "image", "path": name} for name in images]
-    if text is not None:
-        parts.append({"type": "text", "text": text})
-    item: dict[str, Any] = {"task": task, "parts": parts}
-    item.update({"instance": instance} if isinstance(instance, dict) else {"instance_id": instance})
-    [row] = score_items([item], base_dir=tmp_path, instructions=instructions, profile=profile)
-    return row
 
 
 def assert_zero(row: dict, reason: str, judges: Judges) -> None:

@@ -14,26 +14,19 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import pytest
 
-from mmverify.api import score_items
 from mmverify.models import hub as hub_module
-from mmverify.verifiers.vlm.coherence_templates import COHERENCE_TEMPLATES
 from tests.conftest import save_png, scene
 from tests.reference import mmmg_image as ref_image
 from tests.reference import mmmg_interleaved as ref_inter
-from tests.tasks.fake_judge import FakeJudge, install, learn, yes
+from tests.tasks.coherence_support import IMAGE, judge_knows_coherence_templates, score  # noqa: F401  (autouse)
+from tests.tasks.fake_judge import FakeJudge, install, yes
 
 SEEDS = range(120)
-IMAGE = "<image_start><image_0><image_end>"
-
-
-@pytest.fixture(autouse=True)
-def judge_knows_coherence_templates(monkeypatch: pytest.MonkeyPatch) -> None:
-    learn(monkeypatch, COHERENCE_TEMPLATES)
 
 
 @pytest.fixture
@@ -47,13 +40,7 @@ def run(
     tmp_path: Path, task: str, instance: dict | str, text: str | None = None, *, profile: str = "mmmg", instructions: Path | None = None
 ) -> dict:
     """Score one image, then ``text`` (the coherence tasks read the text after the image)."""
-    parts: list[dict[str, Any]] = [{"type": "image", "path": "gen.png"}]
-    if text is not None:
-        parts.append({"type": "text", "text": text})
-    item: dict[str, Any] = {"task": task, "parts": parts}
-    item.update({"instance": instance} if isinstance(instance, dict) else {"instance_id": instance})
-    [row] = score_items([item], base_dir=tmp_path, instructions=instructions, profile=profile)
-    return row
+    return score(tmp_path, instructions, task, instance, text, profile=profile)
 
 
 # -- random raw replies --------------------------------------------------------------------------------
