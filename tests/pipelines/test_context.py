@@ -15,11 +15,11 @@ import soundfile as sf
 from typer.testing import CliRunner
 
 from mmverify.cli import app
-from mmverify.core.settings import default_cache_dir, installed_context
+from mmverify.core.settings import default_cache_dir, installed_context, scoring_settings
 from mmverify.models import hub
 from mmverify.pipelines import context as context_module
 from mmverify.pipelines.context import JudgeOptions, ScoringContext, current, install, install_context
-from mmverify.pipelines.plan import Planner, model_configuration
+from mmverify.pipelines.plan import Planner
 from mmverify.pipelines.reward import Reward
 from mmverify.pipelines.score import ScoreConfig, make_executor, run_score
 from mmverify.references.sets import configured_root
@@ -71,26 +71,39 @@ def test_the_context_resolves_its_settings_and_validates_before_changing_anythin
 
 def test_current_reads_the_environment_until_a_context_is_installed(monkeypatch, tmp_path):
     monkeypatch.setenv("MMVERIFY_DEVICE", "mps")
-    assert current().settings["MMVERIFY_DEVICE"] == "mps" and model_configuration()["MMVERIFY_DEVICE"] == "mps"
+    assert current().settings["MMVERIFY_DEVICE"] == "mps" and scoring_settings()["MMVERIFY_DEVICE"] == "mps"
     monkeypatch.setenv("MMVERIFY_DEVICE", "cpu")  # read at call time while nothing is installed
     assert current().settings["MMVERIFY_DEVICE"] == "cpu" and hub.ModelHub.from_context().device == "cpu"
     installed = ScoringContext(device="cuda:1", cache_dir=tmp_path / "cache")
     install(installed)
     monkeypatch.setenv("MMVERIFY_DEVICE", "cpu:other")
     monkeypatch.setenv("MMVERIFY_CACHE_DIR", str(tmp_path / "elsewhere"))
-    assert current() is installed and model_configuration()["MMVERIFY_DEVICE"] == "cuda:1"  # the environment no longer counts
+    assert current() is installed and scoring_settings()["MMVERIFY_DEVICE"] == "cuda:1"  # the environment no longer counts
     assert default_cache_dir() == tmp_path / "cache"
     context_module.reset()
     assert current().settings["MMVERIFY_DEVICE"] == "cpu:other" and default_cache_dir() == tmp_path / "elsewhere"
 
 
+def test_the_process_hub_follows_the_environment_while_no_context_is_installed(monkeypatch):
+    """Library use configured by variables: the models that score are those the settings (and so the
+    result keys) name, also after a variable changed."""
+    monkeypatch.setenv("MMVERIFY_DEVICE", "cpu")
+    first = hub.get_hub()
+    assert first.device == "cpu" and hub.get_hub() is first
+    monkeypatch.setenv("MMVERIFY_DEVICE", "cuda:1")
+    second = hub.get_hub()
+    assert second is not first and second.device == "cuda:1"
+    monkeypatch.setenv("MMVERIFY_DEVICE", "cpu")
+    assert hub.get_hub() is first  # parked with its models, taken back
+
+
 def test_installing_rebuilds_the_hub_and_reference_sets_but_leaves_the_environment_alone(tmp_path):
-    before = model_configuration()
+    before = dict(scoring_settings())
     old_hub = hub.get_hub()
     options = {"device": "cpu", "references": f"esc50={tmp_path / 'a'}"}
     assert install(ScoringContext(**options)) is True
     assert "MMVERIFY_DEVICE" not in os.environ and "MMVERIFY_REFERENCES" not in os.environ
-    assert model_configuration() != before and model_configuration()["MMVERIFY_DEVICE"] == "cpu"
+    assert dict(scoring_settings()) != before and scoring_settings()["MMVERIFY_DEVICE"] == "cpu"
     new_hub = hub.get_hub()
     assert new_hub is not old_hub and new_hub.device == "cpu"  # rebuilt with the new settings
     assert configured_root("esc50") == tmp_path / "a"
@@ -119,23 +132,25 @@ def _keys(tmp_path: Path) -> tuple[str, str, str]:
     return model, judged, program
 
 
-def test_the_result_key_changes_with_every_setting_of_the_context(tmp_path):
-    contexts = {
+def test_the_result_key_changes_with_every_setting_of_the_context_its_task_reads(tmp_path):
+    read = {  # a_music_tempo's beat tracker: which backend, which checkpoint
         "models": ScoringContext(models="beat_tracker=librosa-beats"),
-        "device": ScoringContext(device="cpu"),
+        "source": ScoringContext(env={"MMVERIFY_BEAT_THIS_SOURCE": str(tmp_path / "final0.ckpt")}),
+    }
+    unread = {  # a beat tracker has no precision option; the task compares with no reference set
         "precision": ScoringContext(precision="bf16"),
         "references": ScoringContext(references=f"esc50={tmp_path}"),
-        "source": ScoringContext(env={"MMVERIFY_BEAT_THIS_SOURCE": str(tmp_path / "final0.ckpt")}),
     }
     plain = _keys(tmp_path)
     keys = {}
-    for name, chosen in contexts.items():
+    for name, chosen in {**read, **unread}.items():
         context_module.reset()
         install(chosen)
         keys[name] = _keys(tmp_path)
         assert keys[name] == _keys(tmp_path)  # the same context, the same keys
-    model_keys = [plain[0]] + [k[0] for k in keys.values()]
-    assert len(set(model_keys)) == len(model_keys), keys  # every setting gives the model task another key
+    model_keys = [plain[0]] + [keys[name][0] for name in read]
+    assert len(set(model_keys)) == len(model_keys), keys  # every setting it reads gives the model task another key
+    assert {keys[name][0] for name in unread} == {plain[0]}
     assert {k[2] for k in keys.values()} == {plain[2]}  # a program task reads no model setting
     context_module.reset()
     install(ScoringContext(judge=JudgeOptions(base_url="http://127.0.0.1:9/v1", model="judge-a")))

@@ -136,7 +136,7 @@ def test_tasks_without_an_implementation_are_not_implemented_errors(tmp_path, mo
     assert row["status"] == "error" and row["error"]["code"] == "not_implemented" and row["score"] is None
 
 
-def test_model_configuration_is_part_of_the_key_of_model_based_tasks(tmp_path, monkeypatch):
+def test_the_backend_choice_is_part_of_the_key_of_model_based_tasks(tmp_path, monkeypatch):
     from mmverify.pipelines.plan import Planner
 
     audio = json.dumps({"task": "a_music_tempo", "instance": {"tempo": 120}, "parts": [{"type": "text", "text": "t"}]})

@@ -199,12 +199,16 @@ class ModelHub:
             raise UnknownIdError("capability", capability, sorted(CAPABILITIES))
         return CAPABILITIES[capability], None
 
-    def backend(self, capability: str) -> Any:
-        """The loaded backend for ``capability``; ``ModelUnavailable`` says how to get it."""
+    def instance(self, capability: str) -> Backend:
+        """The backend object for ``capability``, created on first use but not loaded."""
         with self._lock:
             if capability not in self._instances:
                 self._instances[capability] = self._create(*self.choice(capability), **self.options.get(capability, {}))
-            backend = self._instances[capability]
+            return self._instances[capability]
+
+    def backend(self, capability: str) -> Any:
+        """The loaded backend for ``capability``; ``ModelUnavailable`` says how to get it."""
+        backend = self.instance(capability)
         try:
             backend.ensure_loaded()
         except ModelUnavailable as exc:
@@ -262,6 +266,7 @@ PARKED_HUBS = 1  # hubs kept, models loaded, for settings in force before the cu
 _PARKED: "OrderedDict[tuple, ModelHub]" = OrderedDict()
 # read elsewhere, or on every call (judges are kept per configuration): not part of a hub's key
 _NOT_HUB_SETTINGS = ("MMVERIFY_REFERENCES", "MMVERIFY_VLM_")
+_SWITCH_LOCK = threading.Lock()  # one thread at a time builds, parks or takes hubs
 _process_key: tuple = ()  # the process variables the scoring context in force set (HF_HUB_OFFLINE, ...)
 
 
@@ -272,12 +277,28 @@ def _current_key() -> tuple:
 
 def get_hub() -> ModelHub:
     """The process-wide hub, configured on first use by the scoring context in force (installing
-    another context swaps it, see :func:`switch_hub`)."""
+    another context swaps it, see :func:`switch_hub`; so do changed ``MMVERIFY_*`` variables while no
+    context is installed, since settings are then read from the environment at call time)."""
     global _HUB
-    if _HUB is None:
-        _HUB = ModelHub.from_context()
-        _HUB.key = _current_key()
-    return _HUB
+    wanted = _current_key()
+    with _SWITCH_LOCK:
+        if _HUB is not None and _HUB.key is not None and _HUB.key != wanted:
+            _take(wanted)
+        if _HUB is None:
+            _HUB = ModelHub.from_context()
+            _HUB.key = wanted
+        return _HUB
+
+
+def _take(wanted: tuple) -> None:
+    """Park the hub in force under its settings; take the one parked under ``wanted``, if any."""
+    global _HUB
+    if _HUB is not None and _HUB.key is not None:  # a hub built by hand (tests) is not kept
+        _PARKED[_HUB.key] = _HUB
+        _PARKED.move_to_end(_HUB.key)
+    _HUB = _PARKED.pop(wanted, None)
+    while len(_PARKED) > PARKED_HUBS:
+        _PARKED.popitem(last=False)
 
 
 def switch_hub(process_environment: Mapping[str, str]) -> None:
@@ -289,14 +310,9 @@ def switch_hub(process_environment: Mapping[str, str]) -> None:
     global _HUB, _process_key
     _process_key = tuple(sorted(process_environment.items()))
     wanted = _current_key()
-    if _HUB is not None and _HUB.key == wanted:
-        return
-    if _HUB is not None and _HUB.key is not None:  # a hub built by hand (tests) is not kept
-        _PARKED[_HUB.key] = _HUB
-        _PARKED.move_to_end(_HUB.key)
-    _HUB = _PARKED.pop(wanted, None)
-    while len(_PARKED) > PARKED_HUBS:
-        _PARKED.popitem(last=False)
+    with _SWITCH_LOCK:
+        if _HUB is None or _HUB.key != wanted:
+            _take(wanted)
 
 
 def drop_hubs() -> None:

@@ -13,10 +13,11 @@ environment at call time, so ``MMVERIFY_*`` variables alone still configure libr
 Worker processes (``--workers N``, Ray actors) receive the context explicitly: the executors run
 :func:`install_context` with it in every worker before its first item.  The environment is no
 transport: installing sets only the variables that third-party libraries read themselves
-(``HF_HUB_OFFLINE`` for offline runs, and any non-``MMVERIFY_`` names in ``env``).  The settings are
-part of every model task's result key (:func:`mmverify.pipelines.plan.model_configuration` and the
-judge identities), so a run with another checkpoint, device, precision or judge rescores instead of
-reusing rows.
+(``HF_HUB_OFFLINE`` for offline runs, and any non-``MMVERIFY_`` names in ``env``).  What the settings
+choose is part of every model task's result key (:mod:`mmverify.pipelines.model_keys`: the backends
+a task declares, by checkpoint content, options, device type and precision; its reference files;
+and the judge identities), so a run with another checkpoint, device, precision or judge rescores
+instead of reusing rows.
 """
 
 from __future__ import annotations

@@ -14,32 +14,18 @@ from ..core.errors import ErrorCode, ScoringError
 from ..core.hashing import FileDigests, digest_of, sha256_bytes
 from ..core.media import DEFAULT_LIMITS, MediaLimits
 from ..core.registry import UnknownIdError
-from ..core.settings import scoring_settings
 from ..core.types import Generation, Instance
 from ..data.instructions import InstructionSet
 from ..data.manifest import ManifestError, MediaPaths, is_regular_file, parse_line
 from ..tasks.base import DEFAULT_PROFILE, check_profile
 from ..tasks.catalog import CATALOG, SOURCE_FILES, TASK_REGISTRY, judge_role, task_info, tasks_for_source
 from ..tasks.response import ResolvedPart
+from .model_keys import ModelKeys
 from .results import RowIdentity, error_row
 from .thresholds import Threshold
 
 KEY_SCHEME = "mmverify-key/1"
 _INSTANCE_MEDIA_FIELDS = {"image_list": "image", "ref_image_list": "image", "audio_list": "audio"}
-
-
-_MODEL_SETTINGS = ("MMVERIFY_MODELS", "MMVERIFY_REFERENCES", "MMVERIFY_DEVICE", "MMVERIFY_PRECISION")
-
-
-def model_configuration(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every setting that chooses what a model computes: the backends per capability, reference
-    sets, device, and each backend's checkpoint (``MMVERIFY_<BACKEND>_SOURCE``), from ``environ``
-    (default: the settings of the scoring context in force).  Part of the key of model-based tasks,
-    so pointing a capability at another checkpoint rescores instead of reusing old rows."""
-    env = scoring_settings() if environ is None else environ
-    chosen = {name: env.get(name, "") for name in _MODEL_SETTINGS}
-    chosen.update({name: value for name, value in env.items() if name.startswith("MMVERIFY_") and name.endswith("_SOURCE")})
-    return dict(sorted(chosen.items()))
 
 
 def unresolved_key(code: str, line: int, fingerprint: Any) -> str:
@@ -93,6 +79,7 @@ class Planner:
         check_profile(self.profile)
         self._digests = FileDigests(max_bytes=self.limits.max_bytes)
         self._task_objects: dict[str, Any] = {}
+        self._model_keys = ModelKeys()
         self.stats = PlanStats()
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -258,7 +245,7 @@ class Planner:
         threshold = self.thresholds.get(info.id)
         base = [KEY_SCHEME, task.verifier_id, dict(task.params()), threshold.as_dict() if threshold else None]
         if any(judge_role(need) is None for need in info.needs):  # judges are keyed by the tasks themselves
-            base.append(model_configuration())
+            base.append(self._model_keys.of(info.needs, task))
         try:
             instance = self._instance(generation, source or info.source_files[0])
             parts, fingerprint = self._resolve_parts(generation)

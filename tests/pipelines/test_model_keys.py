@@ -1,0 +1,137 @@
+"""Result keys name the models and reference files behind a row by content, and only those its task
+declares: a checkpoint rewritten in place or a reference file added rescores; a setting another
+task reads does not."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from mmverify.models.base import pick_device
+from mmverify.models.hub import drop_hubs
+from mmverify.pipelines.plan import Planner, WorkItem
+from mmverify.testing.tiny_models import build_tiny_clap
+
+
+@pytest.fixture(scope="module")
+def tiny_clap(tmp_path_factory) -> Path:
+    return build_tiny_clap(tmp_path_factory.mktemp("clap") / "clap")
+
+
+@pytest.fixture
+def settings(monkeypatch, tmp_path):
+    """Set ``MMVERIFY_*`` settings from a clean slate (no context installed: read at call time)."""
+    for name in ("MMVERIFY_MODELS", "MMVERIFY_DEVICE", "MMVERIFY_PRECISION", "MMVERIFY_REFERENCES", "MMVERIFY_CLAP_HF_SOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MMVERIFY_CACHE_DIR", str(tmp_path / "cache"))
+
+    def apply(**values: str) -> None:
+        for name, value in values.items():
+            monkeypatch.setenv(f"MMVERIFY_{name.upper()}", value)
+
+    return apply
+
+
+def _key(tmp_path: Path, task: str, instance: dict) -> str:
+    line = {"task": task, "instance": instance, "parts": [{"type": "text", "text": "t"}]}
+    entry = Planner(manifest_dir=tmp_path).plan(1, json.dumps(line))
+    assert isinstance(entry, WorkItem), entry
+    return entry.key
+
+
+def clap_key(tmp_path: Path) -> str:
+    return _key(tmp_path, "a_sound_cot", {"target": "dog"})
+
+
+def speech_key(tmp_path: Path) -> str:
+    return _key(tmp_path, "a_speech_retrieve", {"text": "hello"})
+
+
+def _copy(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target)
+    return target
+
+
+def test_a_checkpoint_rewritten_in_place_gives_new_keys(tmp_path, tiny_clap, settings):
+    folder = _copy(tiny_clap, tmp_path / "checkpoint")
+    settings(models=f"audio_text=clap-hf@{folder}")
+    before = clap_key(tmp_path)
+    assert clap_key(tmp_path) == before  # the same files, the same key
+    config = json.loads((folder / "config.json").read_text())
+    config["logit_scale_init_value"] = 1.5
+    (folder / "config.json").write_text(json.dumps(config))
+    drop_hubs()  # the next run (a process checks its checkpoints once)
+    assert clap_key(tmp_path) != before
+
+
+def test_the_same_checkpoint_in_another_folder_keeps_its_keys(tmp_path, tiny_clap, settings):
+    settings(models=f"audio_text=clap-hf@{_copy(tiny_clap, tmp_path / 'a')}")
+    here = clap_key(tmp_path)
+    settings(models=f"audio_text=clap-hf@{_copy(tiny_clap, tmp_path / 'b')}")
+    assert clap_key(tmp_path) == here
+
+
+def test_a_checkpoint_that_appears_gives_new_keys(tmp_path, tiny_clap, settings):
+    """Rows scored while it was missing are ``model_unavailable`` errors: they are rescored once it is there."""
+    folder = tmp_path / "later"
+    settings(models=f"audio_text=clap-hf@{folder}")
+    missing = clap_key(tmp_path)
+    _copy(tiny_clap, folder)
+    assert clap_key(tmp_path) != missing
+
+
+def test_backend_options_precision_and_device_type_enter_the_keys_of_the_tasks_that_use_them(tmp_path, tiny_clap, settings):
+    settings(models=f"audio_text=clap-hf@{tiny_clap}")
+    plain, speech = clap_key(tmp_path), speech_key(tmp_path)
+    settings(precision="bf16")  # CLAP has the option; the transcriber does not
+    bf16 = clap_key(tmp_path)
+    assert bf16 != plain and speech_key(tmp_path) == speech
+    settings(precision="fp32", models=f"audio_text=clap-hf@{tiny_clap}?features=numpy")
+    assert clap_key(tmp_path) not in (plain, bf16)
+    settings(models=f"audio_text=clap-hf@{tiny_clap}?batch_size=3")
+    assert clap_key(tmp_path) != plain
+    settings(models=f"audio_text=clap-hf@{tiny_clap}", device="cpu")
+    # outputs depend on the device type the settings resolve to, not on how it was asked for
+    assert (clap_key(tmp_path) == plain) == (pick_device(None) == "cpu")
+
+
+def test_a_tasks_keys_ignore_the_settings_of_models_it_does_not_use(tmp_path, tiny_clap, settings):
+    speech = speech_key(tmp_path)
+    settings(models=f"audio_text=clap-hf@{tiny_clap}", references=f"esc50={tmp_path}", clap_hf_source=str(tiny_clap))
+    assert speech_key(tmp_path) == speech
+    settings(models="transcriber=whisper-hf@/another/whisper")
+    assert speech_key(tmp_path) != speech
+
+
+def _esc50(root: Path, rows: list[tuple[str, str]]) -> Path:
+    (root / "meta").mkdir(parents=True, exist_ok=True)
+    (root / "audio").mkdir(exist_ok=True)
+    with open(root / "meta" / "esc50.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["filename", "category"])
+        for filename, category in rows:
+            writer.writerow([filename, category])
+            sf.write(root / "audio" / filename, np.zeros(800, dtype=np.float32), 16000)
+    return root
+
+
+def test_reference_files_enter_the_keys_of_the_tasks_that_compare_with_them(tmp_path, tiny_clap, settings):
+    root = _esc50(tmp_path / "esc50", [("1-dog.wav", "dog"), ("1-cat.wav", "cat")])
+    settings(models=f"audio_text=clap-hf@{tiny_clap}", references=f"esc50={root}")
+    before, speech = clap_key(tmp_path), speech_key(tmp_path)
+    (root / "README.txt").write_text("not read by the layout")
+    assert clap_key(tmp_path) == before
+    _esc50(root, [("1-dog.wav", "dog"), ("1-cat.wav", "cat"), ("2-dog.wav", "dog")])  # a file added
+    added = clap_key(tmp_path)
+    assert added != before
+    sf.write(root / "audio" / "2-dog.wav", np.ones(1600, dtype=np.float32) * 0.1, 16000)  # a file rewritten
+    assert clap_key(tmp_path) not in (before, added)
+    assert speech_key(tmp_path) == speech  # no reference set: untouched
+    settings(references="")
+    assert clap_key(tmp_path) not in (before, added)  # not configured: its rows are errors, rescored once it is
