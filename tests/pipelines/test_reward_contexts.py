@@ -187,6 +187,23 @@ def test_a_call_cannot_start_one_under_other_settings_in_its_own_thread():
                 pass
 
 
+def test_contexts_that_mean_the_same_are_equal_and_share_their_turn(tmp_path: Path):
+    from mmverify.pipelines.context import JudgeOptions, ScoringContext, holding
+
+    as_lists = ScoringContext(
+        models=["beat_tracker=librosa-beats", "vad=silero-vad"], references=[f"esc50={tmp_path}"], cache_dir=tmp_path,
+        judge=JudgeOptions(roles=["ocr=judge-b"]),
+    )  # fmt: skip
+    as_text = ScoringContext(
+        models="beat_tracker=librosa-beats,vad=silero-vad", references=f"esc50={tmp_path}", cache_dir=str(tmp_path),
+        judge=JudgeOptions(roles=("ocr=judge-b",)),
+    )  # fmt: skip
+    assert as_lists == as_text and as_lists.settings == as_text.settings
+    with holding(as_lists):
+        with holding(as_text):  # the same settings nest; a context under other settings would raise here
+            pass
+
+
 def test_an_interrupt_landing_while_a_call_leaves_the_gate_leaves_no_holder_behind(monkeypatch):
     """^C (or a trainer's SIGALRM handler) can strike as the call takes the gate's lock to leave:
     the call still leaves, then the interrupt goes on -- calls under other settings are not

@@ -53,6 +53,9 @@ class JudgeOptions:
     concurrency: int | None = None
     api_key_env: str | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "roles", tuple(self.roles))  # a list of roles equals the same tuple
+
 
 def _joined(values: str | Sequence[str] | None) -> str:
     if not values:
@@ -94,6 +97,11 @@ class ScoringContext:
         object.__setattr__(self, "base", dict(self.base))
         if self.env is not None:
             object.__setattr__(self, "env", dict(self.env))
+        # one spelling per setting, so contexts that mean the same are equal (and share their turn)
+        object.__setattr__(self, "models", _joined(self.models) or None)
+        object.__setattr__(self, "references", _joined(self.references) or None)
+        if self.cache_dir is not None:
+            object.__setattr__(self, "cache_dir", str(self.cache_dir))
         if self.precision and self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         for name, parse, text in (("models", parse_specs, self.models), ("references", parse_references, self.references)):
