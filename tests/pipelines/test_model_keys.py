@@ -135,3 +135,16 @@ def test_reference_files_enter_the_keys_of_the_tasks_that_compare_with_them(tmp_
     assert speech_key(tmp_path) == speech  # no reference set: untouched
     settings(references="")
     assert clap_key(tmp_path) not in (before, added)  # not configured: its rows are errors, rescored once it is
+
+
+def test_a_model_spec_that_does_not_parse_is_each_model_rows_error_not_a_planning_failure(tmp_path, settings):
+    settings(models="transcriber=no-such-backend")
+    key = speech_key(tmp_path)  # planned: the key names what was asked for
+    settings(models="transcriber=still-no-such-backend")
+    assert speech_key(tmp_path) != key
+    clip = tmp_path / "clip.wav"
+    sf.write(clip, np.zeros(1600, dtype=np.float32), 16000)
+    from mmverify.api import score_items
+
+    [row] = score_items([{"task": "a_speech_retrieve", "instance": {"text": "hi"}, "parts": [{"type": "audio", "path": str(clip)}]}])
+    assert row["error"]["code"] == "model_unavailable" and "still-no-such-backend" in row["error"]["message"]

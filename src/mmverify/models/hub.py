@@ -285,8 +285,12 @@ def get_hub() -> ModelHub:
         if _HUB is not None and _HUB.key is not None and _HUB.key != wanted:
             _take(wanted)
         if _HUB is None:
-            _HUB = ModelHub.from_context()
-            _HUB.key = wanted
+            try:
+                built = ModelHub.from_context()
+            except (UnknownIdError, ValueError) as exc:  # specs set in the environment are not checked before
+                raise ModelUnavailable("models", f"{ENV_VAR}: {exc}") from None
+            built.key = wanted
+            _HUB = built
         return _HUB
 
 

@@ -29,17 +29,26 @@ MODEL_KEY_SCHEME = "mmverify-models/2"
 
 
 def backend_identity(capability: str) -> dict[str, Any]:
-    """What decides ``capability``'s outputs in the scoring context in force (see the module)."""
+    """What decides ``capability``'s outputs in the scoring context in force (see the module).  Where
+    that cannot be known here, what was asked for: the backend and its source, else the model specs
+    (its rows are errors that say why)."""
     from ..models.hub import get_hub
 
-    hub = get_hub()
-    backend = hub.instance(capability)
-    identity: dict[str, Any] = {"capability": capability, "options": dict(sorted(hub.options.get(capability, {}).items()))}
+    identity: dict[str, Any] = {"capability": capability}
+    try:
+        hub = get_hub()
+    except Exception as exc:  # specs that do not parse
+        return {**identity, "unusable": type(exc).__name__, "asked": scoring_settings().get("MMVERIFY_MODELS", "")}
+    identity["options"] = dict(sorted(hub.options.get(capability, {}).items()))
+    try:
+        backend = hub.instance(capability)
+    except Exception as exc:  # options its constructor refuses
+        return {**identity, "unusable": type(exc).__name__, "asked": list(hub.choice(capability))}
     try:
         identity["backend"] = backend.fingerprint
-    except Exception as exc:  # not usable here: its rows say why; the key names what was asked for
-        identity["backend"] = f"{getattr(backend, 'name', type(backend).__name__)}@{getattr(backend, 'source', None)}"
+    except Exception as exc:  # no checkpoint, packages missing, ...
         identity["unusable"] = type(exc).__name__
+        identity["backend"] = f"{getattr(backend, 'name', type(backend).__name__)}@{getattr(backend, 'source', None)}"
     return identity
 
 
