@@ -24,9 +24,23 @@ def log_line(**fields: Any) -> None:
     LOGGER.info(json.dumps(fields, separators=(",", ":"), default=str))
 
 
+class _CurrentStderr(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is when a line is logged, not as it was when the server
+    started: a stream replaced and closed since (a notebook cell's, a test runner's) loses no line
+    and raises no logging error."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:  # StreamHandler's constructor sets it: always sys.stderr
+        pass
+
+
 def setup_logging() -> None:
     if not LOGGER.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _CurrentStderr()
         handler.setFormatter(logging.Formatter("%(message)s"))
         LOGGER.addHandler(handler)
         LOGGER.setLevel(logging.INFO)
