@@ -369,3 +369,21 @@ def test_an_optional_numeric_spec_option_is_typed_by_its_annotation():
     assert backend_options("whisper-hf", {"max_new_tokens": "16"}) == {"max_new_tokens": 16}
     with pytest.raises(ValueError, match="max_new_tokens .* must be of type int"):
         backend_options("whisper-hf", {"max_new_tokens": "sixteen"})
+
+
+def test_precision_reaches_the_transformers_whisper_model_its_inputs_and_its_fingerprint(tiny_hf, clips):
+    import torch
+
+    fp32, bf16 = (ModelHub(parse_specs(f"transcriber=whisper-hf@{tiny_hf}"), device="cpu", precision=p) for p in ("fp32", "bf16"))
+    full, half = fp32.backend("transcriber"), bf16.backend("transcriber")
+    assert next(full.model.parameters()).dtype == torch.float32 and next(half.model.parameters()).dtype == torch.bfloat16
+    assert full._input_features([clips[0]]).dtype == torch.float32 and half._input_features([clips[0]]).dtype == torch.bfloat16
+    assert half.fingerprint == f"{full.fingerprint};dtype=bfloat16"  # fp32's is what it always was
+    texts = half.transcribe(clips[:2], language="en")
+    assert len(texts) == 2 and all(isinstance(text, str) for text in texts)
+    # a spec's own dtype wins over the run's precision
+    spec = parse_specs(f"transcriber=whisper-hf@{tiny_hf}")
+    own = ModelHub(spec, device="cpu", precision="bf16", options={"transcriber": {"dtype": "float16"}})
+    assert own.instance("transcriber").dtype_name == "float16"
+    with pytest.raises(ValueError, match="precision must be one of"):
+        HFWhisper(source=str(tiny_hf), precision="fp8")

@@ -53,6 +53,10 @@ def speech_key(tmp_path: Path) -> str:
     return _key(tmp_path, "a_speech_retrieve", {"text": "hello"})
 
 
+def tempo_key(tmp_path: Path) -> str:
+    return _key(tmp_path, "a_music_tempo", {"tempo": 120})
+
+
 def _copy(source: Path, target: Path) -> Path:
     shutil.copytree(source, target)
     return target
@@ -87,11 +91,11 @@ def test_a_checkpoint_that_appears_gives_new_keys(tmp_path, tiny_clap, settings)
 
 
 def test_backend_options_precision_and_device_type_enter_the_keys_of_the_tasks_that_use_them(tmp_path, tiny_clap, settings):
-    settings(models=f"audio_text=clap-hf@{tiny_clap}")
-    plain, speech = clap_key(tmp_path), speech_key(tmp_path)
-    settings(precision="bf16")  # CLAP has the option; the transcriber does not
+    settings(models=f"audio_text=clap-hf@{tiny_clap},beat_tracker=librosa-beats")
+    plain, tempo = clap_key(tmp_path), tempo_key(tmp_path)
+    settings(precision="bf16")  # CLAP has the option; the beat tracker does not
     bf16 = clap_key(tmp_path)
-    assert bf16 != plain and speech_key(tmp_path) == speech
+    assert bf16 != plain and tempo_key(tmp_path) == tempo
     settings(precision="fp32", models=f"audio_text=clap-hf@{tiny_clap}?features=numpy")
     assert clap_key(tmp_path) not in (plain, bf16)
     settings(models=f"audio_text=clap-hf@{tiny_clap}?batch_size=3")

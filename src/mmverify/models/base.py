@@ -68,6 +68,16 @@ def pick_device(preferred: str | None = None) -> str:
     return "cpu"
 
 
+PRECISIONS = ("fp32", "bf16", "fp16")  # what ``--precision`` and a spec's ``precision`` option accept
+PRECISION_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # torch dtype names
+
+
+def check_precision(precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    return precision
+
+
 def device_type_of(device: Any) -> str:
     """The type of a device (``cuda:1`` -> ``cuda``)."""
     return str(device).split(":", 1)[0].strip().lower() or "cpu"

@@ -48,7 +48,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
-from .base import Backend, ModelUnavailable, validate_waveform
+from .base import PRECISIONS, Backend, ModelUnavailable, check_precision, validate_waveform
 from .cache import OutputCache, array_digest
 from .clap_features import PADDINGS, check_padding, crop_offset, deterministic_crop
 
@@ -62,7 +62,6 @@ DEFAULT_PADDING = "zero"
 _DEFAULT_MAX_SECONDS = 10
 FEATURE_FRONT_ENDS = ("torch", "numpy")  # HFClap's log-mel: torch on the model's device, or the extractor's numpy
 TORCH_FRONT_END = "torch-mel/1"  # part of the fingerprint of embeddings computed through it
-PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 def zero_pad(clip: np.ndarray, window: int) -> np.ndarray:
@@ -265,8 +264,7 @@ class HFClap(ClapBackend):
     ) -> None:
         if features not in FEATURE_FRONT_ENDS:
             raise ValueError(f"features must be one of {', '.join(FEATURE_FRONT_ENDS)}, got {features!r}")
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        check_precision(precision)
         super().__init__(source=source, device=device, batch_size=batch_size, cache=cache)
         self.features = features
         self.precision = precision

@@ -23,25 +23,18 @@ from typing import Any, Mapping
 
 from ..core.registry import UnknownIdError
 from ..core.settings import HasSettings, default_cache_dir, scoring_settings
-from .base import Backend, ModelUnavailable
+from .base import Backend, ModelUnavailable, check_precision
 from .cache import OutputCache
 from .catalog import BACKEND_INFO, BACKEND_REGISTRY, CAPABILITIES
 
 ENV_VAR = "MMVERIFY_MODELS"
 PRECISION_ENV_VAR = "MMVERIFY_PRECISION"
-PRECISIONS = ("fp32", "bf16", "fp16")
 _NOT_OPTIONS = ("source", "device", "cache")
 
 
 def _family(capability: str) -> str:
     """Capabilities that differ only by language (``transcriber``, ``transcriber_zh``) share backends."""
     return capability.split("_zh")[0]
-
-
-def check_precision(precision: str) -> str:
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    return precision
 
 
 def split_options(spec: str) -> tuple[str, dict[str, str]]:
@@ -311,7 +304,7 @@ def switch_hub(process_environment: Mapping[str, str]) -> None:
     and take back the one parked under the new settings -- so alternating between two
     :class:`~mmverify.pipelines.reward.Reward` objects does not load their models again on every
     call.  At most :data:`PARKED_HUBS` are kept (each holds its models in memory)."""
-    global _HUB, _process_key
+    global _process_key
     _process_key = tuple(sorted(process_environment.items()))
     wanted = _current_key()
     with _SWITCH_LOCK:

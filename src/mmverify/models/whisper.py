@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from .base import Backend, ModelUnavailable, validate_waveform
+from .base import PRECISION_DTYPES, PRECISIONS, Backend, ModelUnavailable, check_precision, validate_waveform
 from .cache import OutputCache, array_digest
 
 SAMPLE_RATE = 16_000
@@ -182,13 +182,17 @@ class HFWhisper(WhisperBase):
     device for the whole batch (:mod:`mmverify.models.whisper_features`, the extractor's features
     to within float32 rounding), or ``"numpy"``, the checkpoint's ``WhisperFeatureExtractor`` on
     the CPU.  The torch front end is part of the fingerprint; ``"numpy"`` adds nothing to it.
+
+    ``precision`` (``fp32`` default, ``bf16``, ``fp16``; also ``--precision``) is the dtype the model
+    and its input features run in; ``dtype`` (a torch dtype name, ``"float16"``) says the same and
+    wins where both are given.  Anything but float32 is part of the fingerprint.
     """
 
     name = "whisper-hf"
     capability = "transcriber"
     default_source = "openai/whisper-large-v3"
     packages = ("torch", "transformers")
-    option_choices: ClassVar[dict[str, tuple[str, ...]]] = {"features": FEATURE_FRONT_ENDS}
+    option_choices: ClassVar[dict[str, tuple[str, ...]]] = {"features": FEATURE_FRONT_ENDS, "precision": PRECISIONS}
 
     def __init__(
         self,
@@ -199,19 +203,23 @@ class HFWhisper(WhisperBase):
         max_new_tokens: int | None = None,
         dtype: str | None = None,
         features: str = "torch",
+        precision: str = "fp32",
     ) -> None:
         if features not in FEATURE_FRONT_ENDS:
             raise ValueError(f"features must be one of {', '.join(FEATURE_FRONT_ENDS)}, got {features!r}")
         super().__init__(source=source, device=device, batch_size=batch_size, cache=cache, max_new_tokens=max_new_tokens)
-        self.dtype_name = dtype or "float32"
+        self.dtype_name = dtype or PRECISION_DTYPES[check_precision(precision)]
         self.features = features
         self._mel: Any = None
 
     @property
     def fingerprint(self) -> str:
-        """Backend name + checkpoint digest, then the feature front end unless it is the extractor."""
-        base = super().fingerprint
-        return base if self.features == "numpy" else f"{base};features={TORCH_FRONT_END}"
+        """Backend name + checkpoint digest, then the feature front end unless it is the extractor,
+        and the dtype unless it is float32."""
+        tags = [super().fingerprint] if self.features == "numpy" else [super().fingerprint, f"features={TORCH_FRONT_END}"]
+        if self.dtype_name != "float32":
+            tags.append(f"dtype={self.dtype_name}")
+        return ";".join(tags)
 
     def _load(self, path: Path) -> None:
         import torch

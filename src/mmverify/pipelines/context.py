@@ -37,8 +37,8 @@ from ..core.registry import UnknownIdError
 from ..core.settings import (
     SETTINGS_PREFIX, environment_settings, installed_context, scoring_settings, set_installed_context,
 )  # fmt: skip
+from ..models.base import check_precision
 
-PRECISIONS = ("fp32", "bf16", "fp16")
 _POLL_S = 0.05
 
 
@@ -102,8 +102,8 @@ class ScoringContext:
         object.__setattr__(self, "references", _joined(self.references) or None)
         if self.cache_dir is not None:
             object.__setattr__(self, "cache_dir", str(self.cache_dir))
-        if self.precision and self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.precision:
+            check_precision(self.precision)
         for name, parse, text in (("models", parse_specs, self.models), ("references", parse_references, self.references)):
             try:
                 parse(_joined(text))
