@@ -316,9 +316,9 @@ def test_spec_options_and_the_process_precision_reach_the_backend(tiny_clap, mon
     assert hub.ModelHub.from_env().backend("audio_text").precision == "bf16"
     monkeypatch.setenv(hub.ENV_VAR, f"audio_text=clap-hf@{tiny_clap}?precision=fp32")
     assert hub.ModelHub.from_env().backend("audio_text").precision == "fp32"
-    monkeypatch.setenv(hub.PRECISION_ENV_VAR, "fp64")
-    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, fp16"):
-        hub.ModelHub.from_env()
+    monkeypatch.setenv(hub.PRECISION_ENV_VAR, "fp64")  # each backend's error, naming the variable
+    with pytest.raises(ModelUnavailable, match="MMVERIFY_PRECISION: precision must be one of fp32, bf16, fp16"):
+        hub.ModelHub.from_env().backend("audio_text")
 
     bad = {
         "?precision=int8": "precision must be one of", "?batch_size=0": "integer >= 1", "?features=cuda": "one of torch, numpy",

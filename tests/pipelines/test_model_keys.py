@@ -152,3 +152,63 @@ def test_a_model_spec_that_does_not_parse_is_each_model_rows_error_not_a_plannin
 
     [row] = score_items([{"task": "a_speech_retrieve", "instance": {"text": "hi"}, "parts": [{"type": "audio", "path": str(clip)}]}])
     assert row["error"]["code"] == "model_unavailable" and "still-no-such-backend" in row["error"]["message"]
+
+
+def test_malformed_reference_metadata_is_each_rows_error_not_a_planning_failure(tmp_path, tiny_clap, settings):
+    root = _esc50(tmp_path / "esc50", [("1-dog.wav", "dog")])
+    (root / "meta" / "esc50.csv").write_text("filename,category\n1-dog.wav\n")  # a row without its category
+    settings(models=f"audio_text=clap-hf@{tiny_clap}", references=f"esc50={root}")
+    clip = tmp_path / "clip.wav"
+    sf.write(clip, np.zeros(4800, dtype=np.float32), 48000)
+    from mmverify.api import score_items
+
+    [row] = score_items([{"task": "a_sound_cot", "instance": {"target": "dog"}, "parts": [{"type": "audio", "path": str(clip)}]}])
+    assert (row["task"], row["error"]["code"]) == ("a_sound_cot", "model_unavailable") and "category" in row["error"]["message"]
+
+
+def test_what_cannot_be_used_is_looked_at_once_per_planner(tmp_path, settings, monkeypatch):
+    from mmverify.pipelines import model_keys
+
+    calls = []
+    original = model_keys.reference_identity
+    monkeypatch.setattr(model_keys, "reference_identity", lambda *a: calls.append(a) or original(*a))
+    planner = Planner(manifest_dir=tmp_path)  # esc50 is not configured
+    line = {"task": "a_sound_cot", "instance": {"target": "dog"}, "parts": [{"type": "text", "text": "t"}]}
+    keys = {planner.plan(1, json.dumps(line)).key for _ in range(3)}
+    assert len(keys) == 1 and len(calls) == 1
+
+
+def test_installing_a_missing_package_gives_new_keys(tmp_path, settings, monkeypatch):
+    from mmverify.models.beats import LibrosaBeatTracker
+
+    settings(models="beat_tracker=librosa-beats")
+    installed = tempo_key(tmp_path)
+    monkeypatch.setattr(LibrosaBeatTracker, "packages", ("librosa", "mmverify_no_such_package"))
+    missing = tempo_key(tmp_path)
+    assert missing != installed  # its rows, model_unavailable errors, are rescored once it is installed
+
+
+def test_a_configuration_no_backend_can_be_built_from_names_its_setting_and_spares_judges(settings):
+    from mmverify.models.base import ModelUnavailable
+    from mmverify.models.hub import get_hub
+
+    for name, value in (("models", "transcriber=no-such-backend"), ("precision", "fp8")):
+        settings(**{name: value})
+        hub = get_hub()  # judges are still reachable
+        with pytest.raises(ModelUnavailable, match=f"MMVERIFY_{name.upper()}"):
+            hub.instance("transcriber")
+        settings(models="", precision="fp32")
+
+
+def test_ray_workers_compute_on_the_device_they_ask_for_and_keys_say_so(tmp_path):
+    from mmverify.pipelines.context import ScoringContext
+    from mmverify.pipelines.score import ScoreConfig, with_worker_device
+
+    def device(**options) -> str:
+        config = ScoreConfig(manifest=tmp_path / "m.jsonl", out=tmp_path / "o", **options)
+        return with_worker_device(config).context.settings.get("MMVERIFY_DEVICE", "")
+
+    assert device(executor="ray", workers=2, context=ScoringContext()) == "cpu"
+    assert device(executor="ray", workers=2, gpus_per_worker=1, context=ScoringContext()) == "cuda"
+    assert device(executor="ray", workers=2, context=ScoringContext(device="cuda:1")) == "cuda:1"  # asked for: kept
+    assert device(workers=2, context=ScoringContext()) == ""  # worker processes see what this one sees

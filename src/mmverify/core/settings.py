@@ -33,7 +33,13 @@ _installed: HasSettings | None = None
 def environment_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The ``MMVERIFY_*`` settings ``environ`` (default: this process's environment now) names."""
     source = os.environ if environ is None else environ
-    return {name: value for name, value in source.items() if name.startswith(SETTINGS_PREFIX) and name not in _NOT_SETTINGS}
+    found = {}
+    for name in list(source):  # names, then values: another thread may unset a variable meanwhile
+        if name.startswith(SETTINGS_PREFIX) and name not in _NOT_SETTINGS:
+            value = source.get(name)
+            if value is not None:
+                found[name] = value
+    return found
 
 
 def installed_context() -> HasSettings | None:

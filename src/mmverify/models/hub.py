@@ -141,7 +141,9 @@ class ModelHub:
         cache: OutputCache | None = None,
         options: Mapping[str, Mapping[str, Any]] | None = None,
         precision: str | None = None,
+        problem: str | None = None,
     ) -> None:
+        self.problem = problem  # a configuration no backend can be built from (judges are unaffected)
         self.overrides = dict(overrides or {})
         self.device = device
         self.cache = cache
@@ -157,12 +159,22 @@ class ModelHub:
     def from_settings(cls, settings: Mapping[str, str]) -> "ModelHub":
         """Backends from MMVERIFY_MODELS; outputs cached in ``<cache dir>/outputs.sqlite``
         unless MMVERIFY_NO_OUTPUT_CACHE is set."""
-        no_cache = settings.get("MMVERIFY_NO_OUTPUT_CACHE")
+        specs, options, precision, problem = {}, {}, settings.get(PRECISION_ENV_VAR) or None, None
+        try:  # settings from the environment are checked here first: a problem is each backend's error
+            text = settings.get(ENV_VAR, "")
+            specs, options = parse_specs(text), parse_spec_options(text)
+        except (UnknownIdError, ValueError) as exc:
+            problem = f"{ENV_VAR}: {exc}"
+        try:
+            if precision:
+                check_precision(precision)
+        except ValueError as exc:
+            precision, problem = None, problem or f"{PRECISION_ENV_VAR}: {exc}"
+        no_cache = settings.get("MMVERIFY_NO_OUTPUT_CACHE") or problem
         cache = None if no_cache else OutputCache(default_cache_dir(settings) / "outputs.sqlite")
-        specs = settings.get(ENV_VAR, "")
         return cls(
-            parse_specs(specs), device=settings.get("MMVERIFY_DEVICE") or None, cache=cache,
-            options=parse_spec_options(specs), precision=settings.get(PRECISION_ENV_VAR) or None,
+            specs, device=settings.get("MMVERIFY_DEVICE") or None, cache=cache, options=options, precision=precision,
+            problem=problem,
         )  # fmt: skip
 
     @classmethod
@@ -194,6 +206,8 @@ class ModelHub:
 
     def instance(self, capability: str) -> Backend:
         """The backend object for ``capability``, created on first use but not loaded."""
+        if self.problem:
+            raise ModelUnavailable("models", self.problem)
         with self._lock:
             if capability not in self._instances:
                 self._instances[capability] = self._create(*self.choice(capability), **self.options.get(capability, {}))
@@ -278,12 +292,8 @@ def get_hub() -> ModelHub:
         if _HUB is not None and _HUB.key is not None and _HUB.key != wanted:
             _take(wanted)
         if _HUB is None:
-            try:
-                built = ModelHub.from_context()
-            except (UnknownIdError, ValueError) as exc:  # specs set in the environment are not checked before
-                raise ModelUnavailable("models", f"{ENV_VAR}: {exc}") from None
-            built.key = wanted
-            _HUB = built
+            _HUB = ModelHub.from_context()
+            _HUB.key = wanted
         return _HUB
 
 

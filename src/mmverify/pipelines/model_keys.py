@@ -3,16 +3,19 @@
 For each capability a task's catalog row declares, the key names the backend serving it in the
 scoring context in force by its fingerprint -- checkpoint by content, batch rows, device type,
 feature front end, precision -- and by its spec options (decode length, ...).  A task that compares
-with a reference set adds the set's folder and the name, size and modification time of every file
-its layout reads.  So a checkpoint replaced in place, a reference file added or rewritten, or
-another backend or option gives new keys and a rescore, while settings a task does not use (another
-capability's checkpoint, other tasks' reference sets, a precision its backend has no option for)
-leave its keys alone.
+with a reference set adds the content digest and class label of every file its layout reads.  So
+a checkpoint or reference clip replaced in place, a reference file added, or another backend or
+option gives new keys and a rescore, while the same files in another folder, or settings a task
+does not use (another capability's checkpoint, other tasks' reference sets, a precision its backend
+has no option for), leave its keys alone.
 
-Nothing is loaded or downloaded.  Checkpoints are hashed where they lie (a large file once per
-change, see :func:`mmverify.models.base.checkpoint_digest`), once per backend object and process.
-A backend or reference set that cannot be used here is named by its source: its rows are
-``model_unavailable`` errors, and its key changes once it is usable, so they are rescored then.
+Nothing is loaded or downloaded.  Files are hashed where they lie, each large file once per change
+(:func:`mmverify.models.base.whole_file_sha256`), and each backend and reference set once per
+planner (a ``score`` run; a ``Reward`` or server for its life).  A backend or reference set that
+cannot be used when first planned is named by what was asked for (backend and source, or folder):
+its rows are ``model_unavailable`` errors, and the next run, once it is usable, gives new keys and
+rescores them.  The device type is the one this process resolves; executors whose workers see
+other devices name theirs in the context (see :func:`mmverify.pipelines.score.run_score`).
 Judges are not covered here: judged tasks key their judge configuration themselves.
 """
 
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..core.errors import ScoringError
 from ..core.hashing import digest_of
 from ..core.settings import scoring_settings
 from ..tasks.catalog import judge_role
@@ -30,46 +32,45 @@ MODEL_KEY_SCHEME = "mmverify-models/2"
 
 def backend_identity(capability: str) -> dict[str, Any]:
     """What decides ``capability``'s outputs in the scoring context in force (see the module).  Where
-    that cannot be known here, what was asked for: the backend and its source, else the model specs
-    (its rows are errors that say why)."""
+    that cannot be known here, what was asked for (its rows are errors that say why)."""
+    from ..models.base import missing_packages
     from ..models.hub import get_hub
 
-    identity: dict[str, Any] = {"capability": capability}
-    try:
-        hub = get_hub()
-    except Exception as exc:  # specs that do not parse
-        return {**identity, "unusable": type(exc).__name__, "asked": scoring_settings().get("MMVERIFY_MODELS", "")}
-    identity["options"] = dict(sorted(hub.options.get(capability, {}).items()))
+    hub = get_hub()
+    identity: dict[str, Any] = {"capability": capability, "options": dict(sorted(hub.options.get(capability, {}).items()))}
     try:
         backend = hub.instance(capability)
-    except Exception as exc:  # options its constructor refuses
-        return {**identity, "unusable": type(exc).__name__, "asked": list(hub.choice(capability))}
+    except Exception as exc:  # model specs that do not parse, options its constructor refuses
+        return {**identity, "unusable": type(exc).__name__, "asked": hub.problem or list(hub.choice(capability))}
     try:
+        missing = missing_packages(getattr(backend, "packages", ()))
+        if missing:  # installing them changes the key, so the rows saying they are missing are rescored
+            return {**identity, "unusable": f"missing {', '.join(missing)}", "asked": _asked(backend)}
         identity["backend"] = backend.fingerprint
-    except Exception as exc:  # no checkpoint, packages missing, ...
-        identity["unusable"] = type(exc).__name__
-        identity["backend"] = f"{getattr(backend, 'name', type(backend).__name__)}@{getattr(backend, 'source', None)}"
+    except Exception as exc:  # no checkpoint, ...
+        return {**identity, "unusable": type(exc).__name__, "asked": _asked(backend)}
     return identity
 
 
+def _asked(backend: Any) -> str:
+    return f"{getattr(backend, 'name', type(backend).__name__)}@{getattr(backend, 'source', None)}"
+
+
 def reference_identity(name: str, layout: str) -> dict[str, Any]:
-    """Reference set ``name`` as ``layout`` reads it from its configured folder: each file's name,
-    size and modification time (no file is read whole; the index checks contents itself)."""
+    """Reference set ``name`` as ``layout`` reads it from its configured folder: each file's name
+    within the set, class label and content digest (the folder itself does not count)."""
+    from ..models.base import whole_file_sha256
     from ..references.layouts import scan
     from ..references.sets import configured_root
 
     identity: dict[str, Any] = {"reference_set": name, "layout": layout}
+    root: Any = None
     try:
         root = configured_root(name)
-        identity["root"] = str(root)
-        files = []
-        for ref in scan(layout, root):
-            stat = ref.path.stat()
-            files.append([ref.name, ref.label, stat.st_size, stat.st_mtime_ns])
-    except (ScoringError, OSError, ValueError) as exc:
-        identity["unusable"] = type(exc).__name__
-        return identity
-    identity["files"] = digest_of(sorted(files))  # one digest: a key is worked out per item
+        files = sorted([ref.name, ref.label, whole_file_sha256(ref.path)] for ref in scan(layout, root))
+    except Exception as exc:  # not configured, unreadable, malformed metadata: its rows say which
+        return {**identity, "unusable": type(exc).__name__, "root": None if root is None else str(root)}
+    identity["files"] = digest_of(files)  # one digest: a key is worked out per item
     return identity
 
 
@@ -83,10 +84,7 @@ class ModelKeys:
     def _memo(self, what: tuple, compute: Any) -> Any:
         key = (what, tuple(sorted(scoring_settings().items())))
         if key not in self._known:
-            value = compute()
-            if "unusable" in value:  # usable later in this process (fetched, configured): look again then
-                return value
-            self._known[key] = value
+            self._known[key] = compute()
         return self._known[key]
 
     def of(self, needs: Iterable[str], task: Any) -> list[Any]:

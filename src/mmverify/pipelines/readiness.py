@@ -114,8 +114,9 @@ def dry_run(config: "ScoreConfig") -> DryRun:
     tasks need; no model, judge or media decoder is called."""
     from ..data.manifest import iter_manifest_lines
     from .context import installed
-    from .score import build_planner
+    from .score import build_planner, with_worker_device
 
+    config = with_worker_device(config)
     with installed(config.context):  # the keys and the readiness checks read it
         return _dry_run(config, build_planner(config), iter_manifest_lines)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -111,12 +111,23 @@ def run_score(config: ScoreConfig, progress: Any = None) -> ScoreOutcome:
     """Score a manifest into ``config.out``; resumes from rows already there.  The folder is locked
     for the run; another manifest's folder is refused unless ``append`` or ``overwrite``."""
     check_output_folder(config.out)
+    config = with_worker_device(config)
     # planning (result keys) and in-process scoring read the context too
     with installed(config.context), OutputLock(config.out):
         if config.manifest.is_file():  # a stream cannot be read twice; it is scored as an append
             fingerprint = manifest_fingerprint(config.manifest)
             claim_for_manifest(config.out, fingerprint, append=config.append, overwrite=config.overwrite)
         return _run_locked(config, progress)
+
+
+def with_worker_device(config: ScoreConfig) -> ScoreConfig:
+    """``config`` with the device its Ray actors compute on named in its context, where none is:
+    an actor sees a GPU only when it asks for one (``--gpus-per-worker``), and this process (which
+    works out the result keys, device type included) may see others, or none."""
+    context = config.context or current()
+    if config.executor != "ray" or context.settings.get("MMVERIFY_DEVICE"):
+        return config
+    return replace(config, context=replace(context, device="cuda" if config.gpus_per_worker > 0 else "cpu"))
 
 
 def build_planner(config: ScoreConfig) -> Planner:

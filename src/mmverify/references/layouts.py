@@ -91,11 +91,14 @@ def _esc50(root: Path) -> list[ReferenceFile]:
         if absent:
             raise ValueError(f"{meta} lacks the column(s) {', '.join(sorted(absent))}")
         for row in reader:
-            path = root / "audio" / row["filename"]
+            filename, category = (row.get("filename") or "").strip(), (row.get("category") or "").strip()
+            if not filename or not category:
+                raise ValueError(f"{meta} line {reader.line_num} lacks a filename or category")
+            path = root / "audio" / filename
             if not path.is_file():
-                missing.append(row["filename"])
+                missing.append(filename)
                 continue
-            files.append(ReferenceFile(path, f"audio/{row['filename']}", row["category"].strip()))
+            files.append(ReferenceFile(path, f"audio/{filename}", category))
     if missing:
         raise FileNotFoundError(f"{len(missing)} file(s) listed in {meta} are missing under {root / 'audio'}, e.g. {missing[0]}")
     return files

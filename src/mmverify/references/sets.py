@@ -120,7 +120,7 @@ class ReferenceSet:
             if self._classes is None:
                 try:
                     files = scan(self.layout, self.root)
-                except (OSError, ValueError) as exc:
+                except Exception as exc:  # unreadable, or metadata malformed in any way: the user's folder
                     raise self._unusable(exc) from None
                 classes: dict[str, str] = {}
                 for ref in files:
