@@ -162,3 +162,14 @@ def test_through_registry_and_hub(tiny_gender, clips):
     assert BACKEND_REGISTRY.get("gender-w2v2") is Wav2Vec2Gender
     backend = ModelHub({"gender": ("gender-w2v2", str(tiny_gender))}, device="cpu").backend("gender")
     assert backend.classify(clips[:1]) == Wav2Vec2Gender(source=str(tiny_gender), device="cpu").classify(clips[:1])
+
+
+def test_precision_reaches_the_gender_classifier_and_its_fingerprint(tiny_gender, clips):
+    import torch
+
+    full, half = (ModelHub({"gender": ("gender-w2v2", str(tiny_gender))}, device="cpu", precision=p).backend("gender") for p in ("fp32", "bf16"))
+    assert next(full._model.parameters()).dtype == torch.float32 and next(half._model.parameters()).dtype == torch.bfloat16
+    assert half.fingerprint == f"{full.fingerprint};precision=bf16"
+    a, b = as_matrix(full.classify(clips)), as_matrix(half.classify(clips))
+    np.testing.assert_allclose(b.sum(axis=1), 1.0, atol=1e-6)
+    assert np.abs(a - b).max() < 0.01  # bf16 rounding, not another answer

@@ -368,3 +368,19 @@ def test_resemblyzer_matches_the_library_and_batching(espeak_clips, tmp_path):
 def test_resemblyzer_silence_gets_a_zero_row():
     out = ResemblyzerSpeaker(device="cpu").embed([np.zeros(SR, np.float32), np.full(SR, 1e-5, np.float32)])
     assert out.shape == (2, 256) and not out.any()
+
+
+def test_precision_reaches_the_wavlm_model_its_inputs_and_its_fingerprint(tiny_wavlm, clips):
+    import torch
+
+    hubs = {p: ModelHub({"speaker": ("wavlm-sv", str(tiny_wavlm))}, device="cpu", precision=p) for p in ("fp32", "bf16", "fp16")}
+    full, half = hubs["fp32"].backend("speaker"), hubs["bf16"].backend("speaker")
+    assert next(full._model.parameters()).dtype == torch.float32 and next(half._model.parameters()).dtype == torch.bfloat16
+    assert half._inputs([clips[0]])[0].dtype == torch.bfloat16
+    assert half.fingerprint == f"{full.fingerprint};precision=bf16"  # fp32's is what it always was
+    a, b = full.embed(clips), half.embed(clips)
+    assert b.dtype == np.float32 and b.shape == a.shape
+    np.testing.assert_allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)  # still unit rows
+    assert (a * b).sum(axis=1).min() > 0.999  # bf16 keeps 8 bits of mantissa: rounding, not another embedding
+    with pytest.raises(ModelUnavailable, match="fp16 is not supported on the CPU"):
+        hubs["fp16"].backend("speaker")

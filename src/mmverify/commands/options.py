@@ -19,8 +19,8 @@ REFERENCES = typer.Option(
 )
 DEVICE = typer.Option(None, help="Model device (cpu, cuda, cuda:1, mps); default: best available.", rich_help_panel="Models")
 PRECISION = typer.Option(
-    None, help="Precision of CLAP and the transformers Whisper backends: fp32 (default, published parity), bf16 "
-    "or fp16 (GPU only); overrides MMVERIFY_PRECISION.", rich_help_panel="Models",
+    None, help="Precision of the CLAP, transformers Whisper, WavLM speaker and gender backends: fp32 (default, "
+    "published parity), bf16 or fp16 (GPU only); overrides MMVERIFY_PRECISION.", rich_help_panel="Models",
 )  # fmt: skip
 VLM_BASE_URL = typer.Option(
     None, "--vlm-base-url", help="OpenAI-compatible endpoint of the VLM judge, e.g. http://127.0.0.1:8000/v1.", rich_help_panel="Judge"

@@ -78,6 +78,13 @@ def check_precision(precision: str) -> str:
     return precision
 
 
+def precision_dtype(torch: Any, precision: str, device: Any, backend: str) -> Any:
+    """The torch dtype of ``precision``; fp16 is refused on the CPU, where kernels lack it."""
+    if precision == "fp16" and device_type_of(device) == "cpu":
+        raise ModelUnavailable(backend, "precision fp16 is not supported on the CPU; use bf16 or fp32 there")
+    return getattr(torch, PRECISION_DTYPES[precision])
+
+
 def device_type_of(device: Any) -> str:
     """The type of a device (``cuda:1`` -> ``cuda``)."""
     return str(device).split(":", 1)[0].strip().lower() or "cpu"

@@ -48,7 +48,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
-from .base import PRECISIONS, Backend, ModelUnavailable, check_precision, validate_waveform
+from .base import PRECISIONS, Backend, ModelUnavailable, check_precision, precision_dtype, validate_waveform
 from .cache import OutputCache, array_digest
 from .clap_features import PADDINGS, check_padding, crop_offset, deterministic_crop
 
@@ -292,9 +292,7 @@ class HFClap(ClapBackend):
         return int(self._model.config.projection_dim)
 
     def _model_dtype(self, torch: Any) -> Any:
-        if self.precision == "fp16" and str(self.device).startswith("cpu"):
-            raise ModelUnavailable(self.name, "precision fp16 is not supported on the CPU; use bf16 or fp32 there")
-        return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[self.precision]
+        return precision_dtype(torch, self.precision, self.device, self.name)
 
     def _load(self, path: Path) -> None:
         import torch

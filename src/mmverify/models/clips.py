@@ -1,17 +1,19 @@
 """What the 16 kHz clip models (speaker embeddings, speaker gender) share.
 
 :class:`ClipBackend` checks each clip, serves outputs from the per-clip cache, computes each
-distinct missing clip once and batches clips by length; the helpers below pad short clips, group
-clips into batches that padding cannot change, and normalise embedding rows.
+distinct missing clip once and batches clips by length; :class:`TransformersClipModel` loads a
+transformers checkpoint (feature extractor and model) in the chosen precision; the helpers below
+pad short clips, group clips into batches that padding cannot change, and normalise embedding rows.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
-from .base import Backend, validate_waveform
+from .base import PRECISIONS, Backend, ModelUnavailable, check_precision, precision_dtype, validate_waveform
 from .cache import OutputCache, array_digest
 
 SILENCE_PEAK = 1e-4  # -80 dBFS: below this a clip carries no usable voice
@@ -112,3 +114,52 @@ class ClipBackend(Backend):
                 if row is None:
                     rows[i] = computed[first[digests[i]]]
         return rows  # type: ignore[return-value]
+
+
+class TransformersClipModel(ClipBackend):
+    """A transformers audio checkpoint -- feature extractor and ``auto_model`` -- whose model and
+    inputs run in ``precision``: ``fp32`` (default; published parity), ``bf16`` or ``fp16`` (not on
+    the CPU).  Any other precision than fp32 is part of the fingerprint."""
+
+    packages = ("torch", "transformers")
+    option_choices: ClassVar[dict[str, tuple[str, ...]]] = {"precision": PRECISIONS}
+    auto_model: ClassVar[str]  # the transformers class that loads the checkpoint
+    checkpoint_kind: ClassVar[str]  # what the checkpoint is, for error messages
+
+    def __init__(
+        self,
+        source: str | None = None,
+        device: str | None = None,
+        batch_size: int = 8,
+        cache: OutputCache | None = None,
+        precision: str = "fp32",
+    ) -> None:
+        super().__init__(source=source, device=device, batch_size=batch_size, cache=cache)
+        self.precision = check_precision(precision)
+
+    @property
+    def fingerprint(self) -> str:
+        base = super().fingerprint
+        return base if self.precision == "fp32" else f"{base};precision={self.precision}"
+
+    def _load(self, path: Path) -> None:
+        import torch
+        import transformers
+
+        try:
+            self._extractor = transformers.AutoFeatureExtractor.from_pretrained(str(path), local_files_only=True)
+            self._model = getattr(transformers, self.auto_model).from_pretrained(str(path), local_files_only=True)
+        except Exception as exc:  # any failure to build it from that folder means: not usable here
+            raise ModelUnavailable(self.name, f"cannot load {self.checkpoint_kind} from {path}: {describe(exc)}") from None
+        self._torch = torch
+        self._dtype = precision_dtype(torch, self.precision, self.device, self.name)
+        self._model.to(self.device, self._dtype).eval()
+        # Group norm in the conv feature encoder normalises over time, padding included.
+        self._pad_ok = getattr(self._model.config, "feat_extract_norm", "group") == "layer"
+
+    def _inputs(self, clips: list[np.ndarray]) -> tuple[Any, Any]:
+        """The extractor's padded input values, in the model's dtype, and attention mask, on its device."""
+        inputs = self._extractor(
+            clips, sampling_rate=self.sample_rate, padding=True, return_attention_mask=True, return_tensors="pt"
+        )
+        return inputs["input_values"].to(self.device, self._dtype), inputs["attention_mask"].to(self.device)

@@ -17,8 +17,8 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from .base import ModelUnavailable, validate_waveform
-from .clips import ClipBackend, conv_min_samples, describe, is_silent, length_groups, pad_to
+from .base import validate_waveform
+from .clips import TransformersClipModel, conv_min_samples, is_silent, length_groups, pad_to
 
 
 def normalise_label(label: str) -> str:
@@ -26,7 +26,7 @@ def normalise_label(label: str) -> str:
     return lowered if lowered in ("female", "male") else str(label)
 
 
-class Wav2Vec2Gender(ClipBackend):
+class Wav2Vec2Gender(TransformersClipModel):
     """``alefiury/wav2vec2-large-xlsr-53-gender-recognition-librispeech`` or another wav2vec2-family
     (wav2vec2, HuBERT, WavLM) sequence-classification checkpoint with its feature extractor."""
 
@@ -34,25 +34,15 @@ class Wav2Vec2Gender(ClipBackend):
     capability = "gender"
     kind = "gender_probs"
     default_source = "alefiury/wav2vec2-large-xlsr-53-gender-recognition-librispeech"
-    packages = ("torch", "transformers")
+    auto_model = "AutoModelForAudioClassification"
+    checkpoint_kind = "an audio classifier"
     window_seconds: ClassVar[float] = 5.0
     labels: list[str]  # the checkpoint's classes in id order, known once loaded
 
     def _load(self, path: Path) -> None:
-        import torch
-        from transformers import AutoFeatureExtractor, AutoModelForAudioClassification
-
-        try:
-            self._extractor = AutoFeatureExtractor.from_pretrained(str(path), local_files_only=True)
-            self._model = AutoModelForAudioClassification.from_pretrained(str(path), local_files_only=True)
-        except Exception as exc:  # any failure to build it from that folder means: not usable here
-            raise ModelUnavailable(self.name, f"cannot load an audio classifier from {path}: {describe(exc)}") from None
-        self._model.to(self.device).eval()
-        self._torch = torch
+        super()._load(path)
         config = self._model.config
         self.labels = [normalise_label(config.id2label[i]) for i in range(config.num_labels)]
-        # Group norm in the conv feature encoder normalises over time, padding included.
-        self._pad_ok = getattr(config, "feat_extract_norm", "group") == "layer"
         self._min_samples = conv_min_samples(config.conv_kernel, config.conv_stride, 1)
 
     def _cache_params(self) -> dict[str, Any]:
@@ -73,15 +63,9 @@ class Wav2Vec2Gender(ClipBackend):
         out = np.zeros((len(clips), len(self.labels)), dtype=np.float32)
         padded = [pad_to(clip, self._min_samples) for clip in clips]
         for rows in length_groups([clip.size for clip in padded], self.batch_size, self._pad_ok):
-            inputs = self._extractor(
-                [padded[i] for i in rows], sampling_rate=self.sample_rate, padding=True,
-                return_attention_mask=True, return_tensors="pt",
-            )
+            values, mask = self._inputs([padded[i] for i in rows])
             with torch.inference_mode():
-                logits = self._model(
-                    inputs["input_values"].to(self.device, torch.float32),
-                    attention_mask=inputs["attention_mask"].to(self.device),
-                ).logits
+                logits = self._model(values, attention_mask=mask).logits
             out[rows] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
         return list(out)
 

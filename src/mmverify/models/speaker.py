@@ -22,7 +22,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from .base import ModelUnavailable, safe_torch_load
-from .clips import ClipBackend, conv_min_samples, describe, is_silent, l2_rows, length_groups, pad_to
+from .clips import ClipBackend, TransformersClipModel, conv_min_samples, describe, is_silent, l2_rows, length_groups, pad_to
 
 
 class SpeakerBackend(ClipBackend):
@@ -85,27 +85,17 @@ def _xvector_embeddings(model: Any, input_values: Any, attention_mask: Any) -> A
     return model.feature_extractor(pooled)
 
 
-class WavLMSpeaker(SpeakerBackend):
+class WavLMSpeaker(TransformersClipModel, SpeakerBackend):
     """WavLM-SV (``microsoft/wavlm-base-sv``) or any transformers audio x-vector checkpoint."""
 
     name = "wavlm-sv"
     default_source = "microsoft/wavlm-base-sv"
-    packages = ("torch", "transformers")
+    auto_model = "AutoModelForAudioXVector"
+    checkpoint_kind = "an x-vector checkpoint"
 
     def _load(self, path: Path) -> None:
-        import torch
-        from transformers import AutoFeatureExtractor, AutoModelForAudioXVector
-
-        try:
-            self._extractor = AutoFeatureExtractor.from_pretrained(str(path), local_files_only=True)
-            self._model = AutoModelForAudioXVector.from_pretrained(str(path), local_files_only=True)
-        except Exception as exc:  # any failure to build it from that folder means: not usable here
-            raise ModelUnavailable(self.name, f"cannot load an x-vector checkpoint from {path}: {describe(exc)}") from None
-        self._model.to(self.device).eval()
-        self._torch = torch
+        super()._load(path)
         config = self._model.config
-        # Group norm in the conv feature encoder normalises over time, padding included.
-        self._pad_ok = getattr(config, "feat_extract_norm", "group") == "layer"
         dilated = sum(d * (k - 1) for k, d in zip(config.tdnn_kernel, config.tdnn_dilation))
         # Two pooled frames at least: the statistics pooling takes a standard deviation.
         self._min_samples = conv_min_samples(config.conv_kernel, config.conv_stride, dilated + 2)
@@ -120,13 +110,8 @@ class WavLMSpeaker(SpeakerBackend):
         padded = [pad_to(clip, self._min_samples) for clip in clips]
         out = np.zeros((len(clips), self._dim), dtype=np.float32)
         for group in length_groups([c.size for c in padded], self.batch_size, self._pad_ok):
-            inputs = self._extractor(
-                [padded[i] for i in group], sampling_rate=self.sample_rate, padding=True,
-                return_attention_mask=True, return_tensors="pt",
-            )
+            values, mask = self._inputs([padded[i] for i in group])
             with torch.inference_mode():
-                values = inputs["input_values"].to(self.device, torch.float32)
-                mask = inputs["attention_mask"].to(self.device)
                 embeddings = _xvector_embeddings(self._model, values, mask)
             out[group] = l2_rows(embeddings.float().cpu().numpy())
         return out
