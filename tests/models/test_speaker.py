@@ -370,7 +370,7 @@ def test_resemblyzer_silence_gets_a_zero_row():
     assert out.shape == (2, 256) and not out.any()
 
 
-def test_precision_reaches_the_wavlm_model_its_inputs_and_its_fingerprint(tiny_wavlm, clips):
+def test_precision_reaches_the_wavlm_model_its_inputs_and_its_fingerprint(tiny_wavlm, clips, monkeypatch):
     import torch
 
     hubs = {p: ModelHub({"speaker": ("wavlm-sv", str(tiny_wavlm))}, device="cpu", precision=p) for p in ("fp32", "bf16", "fp16")}
@@ -382,5 +382,12 @@ def test_precision_reaches_the_wavlm_model_its_inputs_and_its_fingerprint(tiny_w
     assert b.dtype == np.float32 and b.shape == a.shape
     np.testing.assert_allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)  # still unit rows
     assert (a * b).sum(axis=1).min() > 0.999  # bf16 keeps 8 bits of mantissa: rounding, not another embedding
-    with pytest.raises(ModelUnavailable, match="fp16 is not supported on the CPU"):
-        hubs["fp16"].backend("speaker")
+    import transformers
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("weights loaded before the precision was refused")
+
+    monkeypatch.setattr(transformers.AutoModelForAudioXVector, "from_pretrained", no_load)
+    for _ in range(2):  # refused at once on every call, with nothing loaded
+        with pytest.raises(ModelUnavailable, match="fp16 is not supported on the CPU"):
+            hubs["fp16"].backend("speaker")

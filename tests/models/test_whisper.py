@@ -385,5 +385,9 @@ def test_precision_reaches_the_transformers_whisper_model_its_inputs_and_its_fin
     spec = parse_specs(f"transcriber=whisper-hf@{tiny_hf}")
     own = ModelHub(spec, device="cpu", precision="bf16", options={"transcriber": {"dtype": "float16"}})
     assert own.instance("transcriber").dtype_name == "float16"
+    with pytest.raises(ModelUnavailable, match="fp16 is not supported on the CPU"):  # as for the other backends
+        own.backend("transcriber")
     with pytest.raises(ValueError, match="precision must be one of"):
         HFWhisper(source=str(tiny_hf), precision="fp8")
+    with pytest.raises(ValueError, match="dtype of backend .whisper-hf. must be one of float32, bfloat16, float16"):  # refused
+        parse_specs(f"transcriber=whisper-hf@{tiny_hf}?dtype=bf16")

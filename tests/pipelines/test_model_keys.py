@@ -212,3 +212,15 @@ def test_ray_workers_compute_on_the_device_they_ask_for_and_keys_say_so(tmp_path
     assert device(executor="ray", workers=2, gpus_per_worker=1, context=ScoringContext()) == "cuda"
     assert device(executor="ray", workers=2, context=ScoringContext(device="cuda:1")) == "cuda:1"  # asked for: kept
     assert device(workers=2, context=ScoringContext()) == ""  # worker processes see what this one sees
+
+
+def test_precision_enters_the_keys_of_tasks_whose_backend_has_it(tmp_path, settings):
+    from mmverify.testing.tiny_models import build_tiny_hf_whisper
+
+    whisper = build_tiny_hf_whisper(tmp_path / "whisper", max_length=24)
+    settings(models=f"transcriber=whisper-hf@{whisper}")
+    fp32 = speech_key(tmp_path)
+    settings(precision="bf16")
+    assert speech_key(tmp_path) != fp32
+    settings(precision="fp32", models=f"transcriber=whisper-hf@{whisper}?precision=bf16")
+    assert speech_key(tmp_path) != fp32

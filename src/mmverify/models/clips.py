@@ -146,13 +146,13 @@ class TransformersClipModel(ClipBackend):
         import torch
         import transformers
 
+        self._dtype = precision_dtype(torch, self.precision, self.device, self.name)  # refused before any load
         try:
             self._extractor = transformers.AutoFeatureExtractor.from_pretrained(str(path), local_files_only=True)
             self._model = getattr(transformers, self.auto_model).from_pretrained(str(path), local_files_only=True)
         except Exception as exc:  # any failure to build it from that folder means: not usable here
             raise ModelUnavailable(self.name, f"cannot load {self.checkpoint_kind} from {path}: {describe(exc)}") from None
         self._torch = torch
-        self._dtype = precision_dtype(torch, self.precision, self.device, self.name)
         self._model.to(self.device, self._dtype).eval()
         # Group norm in the conv feature encoder normalises over time, padding included.
         self._pad_ok = getattr(self._model.config, "feat_extract_norm", "group") == "layer"

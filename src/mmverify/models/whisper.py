@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from .base import PRECISION_DTYPES, PRECISIONS, Backend, ModelUnavailable, check_precision, validate_waveform
+from .base import PRECISION_DTYPES, PRECISIONS, Backend, ModelUnavailable, check_precision, precision_dtype, validate_waveform
 from .cache import OutputCache, array_digest
 
 SAMPLE_RATE = 16_000
@@ -183,16 +183,18 @@ class HFWhisper(WhisperBase):
     to within float32 rounding), or ``"numpy"``, the checkpoint's ``WhisperFeatureExtractor`` on
     the CPU.  The torch front end is part of the fingerprint; ``"numpy"`` adds nothing to it.
 
-    ``precision`` (``fp32`` default, ``bf16``, ``fp16``; also ``--precision``) is the dtype the model
-    and its input features run in; ``dtype`` (a torch dtype name, ``"float16"``) says the same and
-    wins where both are given.  Anything but float32 is part of the fingerprint.
+    ``precision`` (``fp32`` default, ``bf16``, ``fp16`` -- not on the CPU; also ``--precision``) is the
+    dtype the model and its input features run in; ``dtype`` (``float32``, ``bfloat16``, ``float16``)
+    says the same and wins where both are given.  Anything but float32 is part of the fingerprint.
     """
 
     name = "whisper-hf"
     capability = "transcriber"
     default_source = "openai/whisper-large-v3"
     packages = ("torch", "transformers")
-    option_choices: ClassVar[dict[str, tuple[str, ...]]] = {"features": FEATURE_FRONT_ENDS, "precision": PRECISIONS}
+    option_choices: ClassVar[dict[str, tuple[str, ...]]] = {
+        "features": FEATURE_FRONT_ENDS, "precision": PRECISIONS, "dtype": tuple(PRECISION_DTYPES.values()),
+    }  # fmt: skip
 
     def __init__(
         self,
@@ -208,7 +210,10 @@ class HFWhisper(WhisperBase):
         if features not in FEATURE_FRONT_ENDS:
             raise ValueError(f"features must be one of {', '.join(FEATURE_FRONT_ENDS)}, got {features!r}")
         super().__init__(source=source, device=device, batch_size=batch_size, cache=cache, max_new_tokens=max_new_tokens)
-        self.dtype_name = dtype or PRECISION_DTYPES[check_precision(precision)]
+        check_precision(precision)
+        if dtype is not None and dtype not in PRECISION_DTYPES.values():
+            raise ValueError(f"dtype must be one of {', '.join(PRECISION_DTYPES.values())}, got {dtype!r}")
+        self.dtype_name = dtype or PRECISION_DTYPES[precision]
         self.features = features
         self._mel: Any = None
 
@@ -227,9 +232,8 @@ class HFWhisper(WhisperBase):
 
         if not path.is_dir():
             raise ModelUnavailable(self.name, f"{path} is not a transformers checkpoint folder")
-        dtype = getattr(torch, self.dtype_name, None)
-        if not isinstance(dtype, torch.dtype):
-            raise ValueError(f"unknown dtype {self.dtype_name!r}")
+        named = {name: precision for precision, name in PRECISION_DTYPES.items()}
+        dtype = precision_dtype(torch, named[self.dtype_name], self.device, self.name)  # fp16 refused on the CPU
         try:
             self.processor = WhisperProcessor.from_pretrained(path, local_files_only=True)
             model = WhisperForConditionalGeneration.from_pretrained(path, local_files_only=True)
