@@ -133,3 +133,18 @@ def test_version_and_frequent_errors(tmp_path: Path):
     text = _flat(result.output)
     assert result.exit_code == 0 and "most frequent errors (3 error rows)" in text
     assert "2 × malformed_line" in text and "1 × unknown_task" in text
+
+
+def test_readiness_checks_the_backend_as_scoring_builds_it(monkeypatch, tmp_path: Path):
+    """Checkpoint, options, device and precision of the configuration in force: fp16 on a CPU is refused
+    here, as it would be by every row."""
+    from mmverify.testing.tiny_models import build_tiny_clap
+
+    clap = build_tiny_clap(tmp_path / "clap")
+    monkeypatch.setenv("MMVERIFY_MODELS", f"audio_text=clap-hf@{clap}")
+    monkeypatch.setenv("MMVERIFY_DEVICE", "cpu")
+    [ready] = [r for r in task_readiness("a_sound_cot").requirements if r.what.startswith("audio_text")]
+    assert ready.ok, ready
+    monkeypatch.setenv("MMVERIFY_PRECISION", "fp16")
+    [refused] = [r for r in task_readiness("a_sound_cot").requirements if r.what.startswith("audio_text")]
+    assert not refused.ok and "fp16 is not supported on the CPU" in refused.detail

@@ -78,10 +78,13 @@ def check_precision(precision: str) -> str:
     return precision
 
 
+FP16_ON_CPU = "precision fp16 is not supported on the CPU; use bf16 or fp32 there"
+
+
 def precision_dtype(torch: Any, precision: str, device: Any, backend: str) -> Any:
     """The torch dtype of ``precision``; fp16 is refused on the CPU, where kernels lack it."""
     if precision == "fp16" and device_type_of(device) == "cpu":
-        raise ModelUnavailable(backend, "precision fp16 is not supported on the CPU; use bf16 or fp32 there")
+        raise ModelUnavailable(backend, FP16_ON_CPU)
     return getattr(torch, PRECISION_DTYPES[precision])
 
 
@@ -244,6 +247,8 @@ class Backend(ABC):
         missing = missing_packages(self.packages)
         if missing:
             return Availability(False, f"missing Python packages: {', '.join(missing)} (pip install \"mmverify[{self.extra}]\")", "-")
+        if getattr(self, "precision", "fp32") == "fp16" and self.device_type == "cpu":
+            return Availability(False, FP16_ON_CPU, "-")
         try:
             return Availability(True, "ready", str(self.local_path()))
         except ModelUnavailable as exc:

@@ -214,6 +214,7 @@ class HFWhisper(WhisperBase):
         if dtype is not None and dtype not in PRECISION_DTYPES.values():
             raise ValueError(f"dtype must be one of {', '.join(PRECISION_DTYPES.values())}, got {dtype!r}")
         self.dtype_name = dtype or PRECISION_DTYPES[precision]
+        self.precision = next(key for key, name in PRECISION_DTYPES.items() if name == self.dtype_name)  # dtype wins
         self.features = features
         self._mel: Any = None
 
@@ -232,8 +233,7 @@ class HFWhisper(WhisperBase):
 
         if not path.is_dir():
             raise ModelUnavailable(self.name, f"{path} is not a transformers checkpoint folder")
-        named = {name: precision for precision, name in PRECISION_DTYPES.items()}
-        dtype = precision_dtype(torch, named[self.dtype_name], self.device, self.name)  # fp16 refused on the CPU
+        dtype = precision_dtype(torch, self.precision, self.device, self.name)  # fp16 refused on the CPU
         try:
             self.processor = WhisperProcessor.from_pretrained(path, local_files_only=True)
             model = WhisperForConditionalGeneration.from_pretrained(path, local_files_only=True)

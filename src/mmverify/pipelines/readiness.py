@@ -44,13 +44,15 @@ class TaskReadiness:
 
 def capability_requirement(capability: str) -> Requirement:
     """Whether the configured backend of ``capability`` is usable, naming usable alternatives if not."""
-    from ..models.catalog import BACKEND_REGISTRY, BACKENDS
-    from ..core.settings import setting
-    from ..models.hub import ENV_VAR, parse_specs, usable_alternatives
+    from ..models.hub import get_hub, usable_alternatives
 
-    overrides = parse_specs(setting(ENV_VAR))
-    name, source = overrides.get(capability, (next(b.name for b in BACKENDS if b.capability == capability and b.default_for), None))
-    state = BACKEND_REGISTRY.get(name)(source=source).availability()
+    hub = get_hub()
+    try:  # the backend as scoring builds it: its checkpoint, spec options, device and precision
+        backend = hub.instance(capability)
+    except Exception as exc:  # a configuration no backend can be built from
+        return Requirement(capability, False, str(exc))
+    name = backend.name
+    state = backend.availability()
     if state.ok:
         return Requirement(f"{capability} ({name})", True, state.location)
     detail = state.reason
