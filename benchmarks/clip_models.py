@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,6 +29,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from batched_scoring import best_rate  # noqa: E402  (this folder: best of --repeats timings)
 from mmverify.models.gender import Wav2Vec2Gender  # noqa: E402
 from mmverify.models.speaker import WavLMSpeaker  # noqa: E402
 
@@ -82,15 +82,6 @@ def synth_clips(count: int, seconds: float) -> list[np.ndarray]:
         voiced = sum(np.sin(2 * np.pi * f0 * k * t) / k for k in range(1, 6)) * (0.5 + 0.5 * np.sin(2 * np.pi * rng.uniform(2, 5) * t))
         clips.append((0.2 * voiced + 0.01 * rng.standard_normal(t.size)).astype(np.float32))
     return clips
-
-
-def best_rate(run: Callable[[], Any], count: int, repeats: int) -> tuple[float, Any]:
-    result, best = None, float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        result = run()
-        best = min(best, time.perf_counter() - started)
-    return count / best, result
 
 
 def measure(name: str, make: Callable[[int], Any], call: Callable[[Any, list[np.ndarray]], np.ndarray], clips: list[np.ndarray], args: argparse.Namespace) -> dict[str, Any]:
