@@ -15,7 +15,7 @@ planner (a ``score`` run; a ``Reward`` or server for its life).  A backend or re
 cannot be used when first planned is named by what was asked for (backend and source, or folder):
 its rows are ``model_unavailable`` errors, and the next run, once it is usable, gives new keys and
 rescores them.  The device type is the one this process resolves; executors whose workers see
-other devices name theirs in the context (see :func:`mmverify.pipelines.score.run_score`).
+other devices name theirs in the context (see :func:`mmverify.pipelines.score.with_worker_device`).
 Judges are not covered here: judged tasks key their judge configuration themselves.
 """
 
@@ -82,20 +82,20 @@ class ModelKeys:
         self._known: dict[tuple, Any] = {}
 
     def _memo(self, what: tuple, compute: Any) -> Any:
-        key = (what, tuple(sorted(scoring_settings().items())))
-        if key not in self._known:
-            self._known[key] = compute()
-        return self._known[key]
+        if what not in self._known:
+            self._known[what] = compute()
+        return self._known[what]
 
     def of(self, needs: Iterable[str], task: Any) -> list[Any]:
         """The key part for a task with catalog ``needs`` (judges excluded); ``task``'s
         ``reference_set`` and ``layout``, where it has them, add that reference set."""
+        settings = tuple(sorted(scoring_settings().items()))  # read once per item
         part: list[Any] = [MODEL_KEY_SCHEME]
         for capability in sorted(set(needs)):
             if judge_role(capability) is None:
-                part.append(self._memo(("backend", capability), lambda c=capability: backend_identity(c)))
+                part.append(self._memo(("backend", capability, settings), lambda c=capability: backend_identity(c)))
         name = getattr(task, "reference_set", None)
         if name:
             layout = getattr(task, "layout", None) or ""
-            part.append(self._memo(("references", name, layout), lambda: reference_identity(name, layout)))
+            part.append(self._memo(("references", name, layout, settings), lambda: reference_identity(name, layout)))
         return part
