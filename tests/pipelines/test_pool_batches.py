@@ -31,6 +31,7 @@ from mmverify.tasks.response import Response
 
 SAFETY_S = 60.0  # how long a test task waits for what should come; a failing test cannot hang
 LIMIT_S = 1.0  # the item limit in the tests that need one
+WARMUP_S = 5 * LIMIT_S  # the warm-up budget in those tests
 
 
 # -- test tasks (registered in worker processes through the executors' initializer) ------------------
@@ -92,8 +93,22 @@ def outcomes(rows: list[dict[str, Any]]) -> list[str]:
     return [row["status"] if row["status"] == "scored" else row["error"]["code"] for row in rows]
 
 
-def processes(in_flight: int, timeout: float | None = None) -> ProcessExecutor:
-    return ProcessExecutor(workers=2, timeout=timeout, warmup_timeout=None, initializer=install, in_flight=in_flight)
+def processes(in_flight: int, timeout: float | None = None, warmup_timeout: float | None = None) -> ProcessExecutor:
+    return ProcessExecutor(workers=2, timeout=timeout, warmup_timeout=warmup_timeout, initializer=install, in_flight=in_flight)
+
+
+def only_the_hung_item_times_out(rows: list[dict]) -> None:
+    """Rows of items 0..4 where item 2 hangs, scored under ``hung_pool()``."""
+    found = outcomes(rows)
+    assert found[:2] + found[3:] == ["scored"] * 4
+    assert found[2] in ("timeout", "warmup_timeout")  # on a warm worker or a fresh one
+    assert f"{(LIMIT_S if found[2] == 'timeout' else WARMUP_S):g} s" in rows[2]["error"]["message"]
+
+
+def hung_pool() -> ProcessExecutor:
+    """Batches of 4 under the item limit, with a warm-up budget: the item at fault, scored again
+    alone on a fresh (cold) worker, is stopped there too rather than waiting out its hang."""
+    return processes(in_flight=4, timeout=LIMIT_S, warmup_timeout=WARMUP_S)
 
 
 # -- real worker processes ----------------------------------------------------------------------------
@@ -123,21 +138,14 @@ def test_a_crash_in_a_batch_costs_only_its_item(registered):
 
 def test_a_native_hang_in_a_batch_times_out_only_its_item(registered):
     items = [item(0)] + [item(i, hang=i == 2, value=i) for i in range(1, 5)]
-    rows = list(processes(in_flight=4, timeout=LIMIT_S).run(items))
-    assert outcomes(rows) == ["scored", "scored", "timeout", "scored", "scored"]
-    assert f"{LIMIT_S:g} s" in rows[2]["error"]["message"]
+    only_the_hung_item_times_out(list(hung_pool().run(items)))
 
 
 def test_a_native_hang_in_a_batched_forward_times_out_only_its_item(registered):
     """The hang holds the worker's device thread: the neighbours run past their limit among the
     others, are scored again alone, and only the item at fault gets a timeout row."""
     items = [item(0)] + [item(i, forward="hang" if i == 2 else "quick", value=i) for i in range(1, 5)]
-    # a warm-up budget, so that the item at fault, scored again alone on a fresh (cold) worker, is
-    # stopped there too rather than waiting out its hang
-    pool = ProcessExecutor(workers=2, timeout=LIMIT_S, warmup_timeout=5 * LIMIT_S, initializer=install, in_flight=4)
-    found = outcomes(list(pool.run(items)))
-    assert found[:2] + found[3:] == ["scored"] * 4
-    assert found[2] in ("timeout", "warmup_timeout")  # on a warm worker or a fresh one
+    only_the_hung_item_times_out(list(hung_pool().run(items)))
 
 
 @pytest.mark.slow

@@ -187,6 +187,44 @@ def test_a_call_cannot_start_one_under_other_settings_in_its_own_thread():
                 pass
 
 
+def test_installing_a_context_waits_for_the_calls_in_flight_under_another():
+    """``ScoringContext.apply()`` (and ``install``) from another thread must not change the
+    settings of a call half-way: it takes its turn behind the call; in the call's own thread it is
+    refused unless it installs the context already held."""
+    import threading
+
+    from mmverify.core.settings import scoring_settings
+    from mmverify.pipelines import context as context_module
+    from mmverify.pipelines.context import ScoringContext, holding
+    from tests.waiting import HANG_GUARD_S, wait_until
+
+    first, second = ScoringContext(env={"MMVERIFY_TEST_SETTING": "A"}), ScoringContext(env={"MMVERIFY_TEST_SETTING": "B"})
+    held, release, seen = threading.Event(), threading.Event(), []
+
+    def call() -> None:
+        with holding(first):
+            held.set()
+            assert release.wait(HANG_GUARD_S)
+            seen.append(scoring_settings().get("MMVERIFY_TEST_SETTING"))
+            assert first.apply() is False  # the context it holds: nothing to do
+            with pytest.raises(RuntimeError, match="own thread"):
+                second.apply()
+            seen.append(scoring_settings().get("MMVERIFY_TEST_SETTING"))
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    assert held.wait(HANG_GUARD_S)
+    installer = threading.Thread(target=lambda: seen.append(("applied", second.apply())))
+    installer.start()
+    wait_until(lambda: context_module._GATE._queue, message="apply() waiting for its turn")
+    release.set()
+    for thread in (caller, installer):
+        thread.join(HANG_GUARD_S)
+        assert not thread.is_alive()
+    assert seen == ["A", "A", ("applied", True)]
+    assert scoring_settings().get("MMVERIFY_TEST_SETTING") == "B"
+
+
 def test_contexts_that_mean_the_same_are_equal_and_share_their_turn(tmp_path: Path):
     from mmverify.pipelines.context import JudgeOptions, ScoringContext, holding
 

@@ -195,7 +195,7 @@ def _set_process_environment(wanted: Mapping[str, str]) -> bool:
     return changed
 
 
-def install(context: ScoringContext | None) -> bool:
+def _install(context: ScoringContext | None) -> bool:
     """Make ``context`` this process's scoring context (None: none, settings come from the
     environment) and set its :meth:`~ScoringContext.process_environment`; when what the model hub
     reads changes, the hub in force is parked (its models stay loaded) and the new settings' hub
@@ -243,7 +243,7 @@ class _ContextGate:
                     self._wait_for_turn(context)
                 if not self._holders:
                     previous = installed_context()
-                    install(context)
+                    _install(context)
                     self._held = context
                     self._restore = (previous if isinstance(previous, ScoringContext) else None,) if restore else None
                 entered = True  # before the token goes in: leaving forgets a token that never did
@@ -269,7 +269,7 @@ class _ContextGate:
                         # the state first, so a second pass finds nothing left to do
                         restore, self._held, self._restore = self._restore, None, None
                         if restore is not None:
-                            install(restore[0])
+                            _install(restore[0])
                     self._changed.notify_all()
                 break
             except BaseException as exc:  # noqa: BLE001  (re-raised below, once the gate is left)
@@ -292,10 +292,28 @@ class _ContextGate:
         alone (``context`` is installed when its own calls run)."""
         with self._changed:
             if not self._holders and not self._queue:
-                install(context)
+                _install(context)
+
+    def install(self, context: ScoringContext | None) -> bool:
+        """Install ``context`` once the calls in flight under another one are done (in turn with
+        the calls waiting); True if anything changed."""
+        if getattr(self._depth, "calls", 0):  # waiting here would wait for this very thread
+            if context != self._held:
+                raise RuntimeError("a scoring call cannot change the scoring context in its own thread")
+            return False
+        with self._changed:
+            self._wait_for_turn(context)
+            return False if self._holders else _install(context)  # holders hold this very context
 
 
 _GATE = _ContextGate()
+
+
+def install(context: ScoringContext | None) -> bool:
+    """Make ``context`` this process's scoring context (None: none, settings come from the
+    environment), after the scoring calls in flight under another one are done -- a call never sees
+    its settings change half-way.  True if anything changed."""
+    return _GATE.install(context)
 
 
 def holding(context: ScoringContext) -> AbstractContextManager[None]:
@@ -322,7 +340,7 @@ def installed(context: ScoringContext | None) -> Iterator[None]:
 
 def install_context(context: ScoringContext) -> None:
     """The executors' worker initializer: run once in every worker process before its first item."""
-    install(context)
+    _install(context)
 
 
 def current() -> ScoringContext:

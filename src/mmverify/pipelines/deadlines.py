@@ -4,6 +4,9 @@ SIGALRM only reaches the main thread and would clobber a trainer's own alarm (ve
 calls with one), so one watchdog thread holds every armed deadline and raises
 :class:`~mmverify.pipelines.execute.ItemTimeout` in the late thread.  Like a signal, the exception
 is delivered between Python bytecodes: a long native call finishes first.
+
+Deadlines do not nest in one thread: a thread has one pending asynchronous exception, so an inner
+deadline clearing its own undelivered timeout could clear an outer one that fired meanwhile.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+_LOCAL = threading.local()
 
 
 @contextmanager
@@ -73,13 +77,19 @@ def deadline(seconds: float | None) -> Iterator[None]:
     if not seconds:
         yield
         return
+    if getattr(_LOCAL, "armed", False):
+        raise RuntimeError("deadlines do not nest: this thread already runs under one")
     target = threading.get_ident()
-    token = _WATCHDOG.arm(seconds)
+    _LOCAL.armed = True
     try:
-        yield
-    finally:
+        token = _WATCHDOG.arm(seconds)
         try:
-            if _WATCHDOG.disarm(token):
-                _set_async_exc(target, None)  # fired: drop the exception if it has not been delivered yet
-        except ItemTimeout:
-            pass  # fired as the block ended and delivered here: the block's own outcome stands
+            yield
+        finally:
+            try:
+                if _WATCHDOG.disarm(token):
+                    _set_async_exc(target, None)  # fired: drop the exception if it has not been delivered yet
+            except ItemTimeout:
+                pass  # fired as the block ended and delivered here: the block's own outcome stands
+    finally:
+        _LOCAL.armed = False
