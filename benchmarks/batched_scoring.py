@@ -15,8 +15,10 @@ For each it prints items/s of three ways to score:
 - *one by one*: ``in_flight=1`` with the torch front-end;
 - *together*: ``in_flight=N``, N items scored at once, their forwards merged into batches;
 
-the speed-ups of together over both, and whether together's rows are byte-identical to one-by-one
-scoring at the same batch shape.  Before and one by one run at batch shape 1 (nothing padded: the
+the speed-ups of together over both, whether together's rows are byte-identical to one-by-one
+scoring at the same batch shape, and together's share of the backend's own batched throughput
+(the same clips, decoded and resampled beforehand, through the backend alone at ``--batch-size``).
+``--baseline-items`` times the two slow ways on the first N items only (a rate per item either way).  Before and one by one run at batch shape 1 (nothing padded: the
 fastest way to score single items); together at ``--batch-size``.  Timings are the best of
 ``--repeats``.
 
@@ -127,15 +129,21 @@ def best_rate(run: Callable[[], Any], count: int, repeats: int) -> tuple[float, 
     return count / best, result
 
 
-def compare(name: str, reward_for: Callable[[int, int], Reward], items: list[dict], args: argparse.Namespace) -> dict[str, Any]:
+def compare(
+    name: str, reward_for: Callable[[int, int, str], Reward], items: list[dict], backend_rate: Callable[[], float], args: argparse.Namespace
+) -> dict[str, Any]:
     """One by one (batch shape 1: no padding, the fastest way to score single items) vs together
     (batch shape ``--batch-size``); identity is checked against one by one at the same shape."""
     rates, rows = {}, {}
-    ways = (("before", 1, 1, "numpy"), ("one_by_one", 1, 1, "torch"), ("together", args.in_flight, args.batch_size, "torch"))
-    for label, flight, shape, features in ways:
+    baseline = items[: args.baseline_items] if args.baseline_items else items
+    ways = (
+        ("before", 1, 1, "numpy", baseline), ("one_by_one", 1, 1, "torch", baseline),
+        ("together", args.in_flight, args.batch_size, "torch", items),
+    )  # fmt: skip
+    for label, flight, shape, features, scored_items in ways:
         reward = reward_for(flight, shape, features)
         reward.rows(items[:2])  # loads the model and indexes the references outside the timing
-        rates[label], scored = best_rate(lambda: reward.rows(items), len(items), args.repeats)
+        rates[label], scored = best_rate(lambda: reward.rows(scored_items), len(scored_items), args.repeats)
         rows[label] = [json.dumps(row) for row in scored]
     same_shape = [json.dumps(row) for row in reward_for(1, args.batch_size, "torch").rows(items[: args.check])]
     errors = [json.loads(row)["error"] for row in rows["together"] if json.loads(row)["status"] == "error"]
@@ -144,7 +152,22 @@ def compare(name: str, reward_for: Callable[[int, int], Reward], items: list[dic
     return {
         "task": name, **rates, "speedup": rates["together"] / rates["one_by_one"],
         "speedup_before": rates["together"] / rates["before"], "identical": same_shape == rows["together"][: args.check],
+        "backend": backend_rate(),
     }  # fmt: skip
+
+
+def backend_alone(backend: Any, call: Callable[[Any, list[np.ndarray]], Any], clips: list[Path], args: argparse.Namespace) -> Callable[[], float]:
+    """The backend's own batched throughput: ``clips`` decoded and resampled to its rate beforehand,
+    then all of them in one call (the backend cuts them into ``--batch-size`` batches)."""
+    from mmverify.core.media import load_audio
+
+    def rate() -> float:
+        backend.ensure_loaded()  # outside the timing; the checkpoint sets the sample rate
+        audio = [load_audio(path, backend.sample_rate)[0] for path in clips]
+        call(backend, audio[:1])
+        return best_rate(lambda: call(backend, audio), len(audio), args.repeats)[0]
+
+    return rate
 
 
 def worker_rates(name: str, spec_for: Callable[[int], str], items: list[dict], args: argparse.Namespace, root: Path, env: dict) -> dict[str, Any]:
@@ -190,6 +213,7 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="full-size CLAP and large-v3-sized Whisper")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--check", type=int, default=16, help="items scored one by one at the batch shape, for the identity check")
+    parser.add_argument("--baseline-items", type=int, default=0, help="time before and one by one on the first N items only (0: all)")
     parser.add_argument("--workers", type=int, default=0, help="also score with `mmverify score --workers N` (0: skip)")
     args = parser.parse_args()
     from mmverify.envfix import install_torchvision_op_stubs
@@ -227,9 +251,16 @@ def main() -> None:
             for p in clips
         ]
         whisper_spec = f"transcriber=whisper-hf@{whisper}?{{options}}&max_new_tokens={args.max_new_tokens}"
+        from mmverify.models.clap import HFClap
+        from mmverify.models.whisper import HFWhisper
+
+        options = {"device": args.device, "batch_size": args.batch_size, "precision": args.precision}
+        clap_alone = backend_alone(HFClap(source=str(clap), **options), lambda m, audio: m.embed_audio(audio), clips, args)
+        whisper_backend = HFWhisper(source=str(whisper), max_new_tokens=args.max_new_tokens, **options)
+        whisper_alone = backend_alone(whisper_backend, lambda m, audio: m.transcribe(audio, language="en"), clips, args)
         results = [
-            compare("a_sound_cot (CLAP)", reward_for(f"audio_text=clap-hf@{clap}?{{options}}"), sound, args),
-            compare("a_speech_translate (Whisper)", reward_for(whisper_spec), speech, args),
+            compare("a_sound_cot (CLAP)", reward_for(f"audio_text=clap-hf@{clap}?{{options}}"), sound, clap_alone, args),
+            compare("a_speech_translate (Whisper)", reward_for(whisper_spec), speech, whisper_alone, args),
         ]
         pooled = []
         if args.workers:
@@ -242,11 +273,17 @@ def main() -> None:
     size = "full-size" if args.full else "tiny"
     print(f"{args.items} items of {args.clip_seconds:g} s, {size} random-init models on {args.device}, "
           f"{args.precision}, batch shape {args.batch_size}, {args.in_flight} items in flight, best of {args.repeats}")  # fmt: skip
-    print(f"{'task':30} {'before':>12} {'one by one':>12} {'together':>12}  {'vs one by one':>13}  {'vs before':>9}  identical rows")
+    if args.baseline_items:
+        print(f"before and one by one timed on the first {min(args.baseline_items, args.items)} items")
+    print(
+        f"{'task':30} {'before':>12} {'one by one':>12} {'together':>12}  {'vs one by one':>13}  {'vs before':>9}  "
+        f"identical rows  {'backend alone':>13}  together/backend"
+    )
     for r in results:
         print(
             f"{r['task']:30} {r['before']:7.1f} it/s {r['one_by_one']:7.1f} it/s {r['together']:7.1f} it/s  "
-            f"{r['speedup']:12.2f}x  {r['speedup_before']:8.2f}x  {'yes' if r['identical'] else 'NO'}"
+            f"{r['speedup']:12.2f}x  {r['speedup_before']:8.2f}x  {'yes' if r['identical'] else 'NO':>14}  "
+            f"{r['backend']:8.1f} it/s  {r['together'] / r['backend']:15.2f}"
         )
     if pooled:
         print(f"mmverify score --workers {args.workers}, worker start-up and model loading included")

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The GPU figures of batch-first scoring, one part per device call (each fits a 10-minute call):
+#
+#   bash benchmarks/gpu_run.sh models    # CLAP and Whisper front ends, speaker and gender models
+#   bash benchmarks/gpu_run.sh scoring   # end-to-end items/s of a CLAP and a Whisper task
+#
+# Wheels carried in .whl/ (fetched here by benchmarks/gpu_wheels.sh) are installed to /tmp/site
+# first.  Every benchmark runs under its own time cap and writes its log to $OUT (default
+# /tmp/gpu-out), so one that runs out of time still leaves the others' figures.  PYTHON (python3),
+# DEVICE (cuda) and QUICK=1 (tiny workloads: a check of this script on any machine) can be set.
+set -u
+cd "$(dirname "$0")/.."
+part=${1:?"which part: models or scoring"}
+out=${OUT:-/tmp/gpu-out}
+python=${PYTHON:-python3}
+device=${DEVICE:-cuda}
+quick=${QUICK:-0}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "no nvidia-smi"
+  "$python" -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+  nproc; } > "$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+
+# run NAME CAP_S ARGS...: one benchmark under a time cap, its output to $out/NAME.log and here
+run() {
+  local name=$1 cap=$2
+  shift 2
+  echo "=== $name $*"
+  timeout "$cap" "$python" "benchmarks/$name.py" "$@" > "$out/$name.log" 2>&1
+  local code=$?
+  grep -v -e "Loading weights" -e "Writing model shards" "$out/$name.log" | tail -n 12
+  echo "=== $name exit $code"
+}
+
+if [ "$quick" = 1 ]; then
+  size=(--repeats 1)
+  case $part in
+    models)
+      run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 "${size[@]}"
+      run whisper_frontend 300 --device "$device" --clips 4 --batch-size 2 --numpy-clips 2 "${size[@]}"
+      run clip_models 300 --device "$device" --clips 4 --batch-size 2 --check 2 "${size[@]}" ;;
+    scoring)
+      run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 "${size[@]}" ;;
+    *) echo "unknown part: $part" >&2; exit 2 ;;
+  esac
+  exit 0
+fi
+case $part in
+  models)
+    run clap_frontend 150 --device "$device" --clips 512 --batch-sizes 32,128 --repeats 2
+    run whisper_frontend 120 --device "$device" --clips 512 --batch-size 64 --mels 128 --repeats 2
+    run clip_models 270 --full --device "$device" --clips 1024 --batch-size 64 --repeats 2 ;;
+  scoring)
+    run batched_scoring 540 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
+      --baseline-items 128 --repeats 1 --check 16 ;;
+  *) echo "unknown part: $part" >&2; exit 2 ;;
+esac
