@@ -152,6 +152,22 @@ def test_cache_serves_repeated_clips_and_texts(tiny_clap, clips, tmp_path):
     assert clap.text_calls == [2, 2] and cache.hits == len(clips) + 3
 
 
+def test_clips_are_hashed_only_where_a_crop_or_the_cache_needs_it(tiny_clap, clips):
+    """Without an output cache only clips longer than the window (their crop is content-seeded) are
+    hashed; what the model is given is the same either way."""
+    from mmverify.models.cache import array_digest
+
+    clap = HFClap(source=str(tiny_clap))
+    clap.ensure_loaded()
+    window = 10 * SR
+    assert any(len(c) > window for c in clips) and any(len(c) <= window for c in clips)
+    hashed, all_digests = clap.prepare(clips, "zero")
+    lazily, some_digests = clap.prepare(clips, "zero", digests=False)
+    assert all(np.array_equal(a, b) for a, b in zip(hashed, lazily))
+    assert all_digests == [array_digest(c) for c in clips]
+    assert some_digests == [d if len(c) > window else None for c, d in zip(clips, all_digests)]
+
+
 def test_zero_padding_fills_the_window_with_silence(tiny_clap, clips):
     from transformers import ClapFeatureExtractor
 
