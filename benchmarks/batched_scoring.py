@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import sys
 import tempfile
@@ -161,6 +162,7 @@ def backend_alone(backend: Any, call: Callable[[Any, list[np.ndarray]], Any], cl
     then all of them in one call (the backend cuts them into ``--batch-size`` batches)."""
     from mmverify.core.media import load_audio
 
+    @functools.cache  # measured once, for the Reward rows and the `score` rows alike
     def rate() -> float:
         backend.ensure_loaded()  # outside the timing; the checkpoint sets the sample rate
         audio = [load_audio(path, backend.sample_rate)[0] for path in clips]
@@ -170,15 +172,21 @@ def backend_alone(backend: Any, call: Callable[[Any, list[np.ndarray]], Any], cl
     return rate
 
 
-def worker_rates(name: str, spec_for: Callable[[int], str], items: list[dict], args: argparse.Namespace, root: Path, env: dict) -> dict[str, Any]:
+def worker_rates(
+    name: str, spec_for: Callable[[int], str], items: list[dict], backend_rate: Callable[[], float], args: argparse.Namespace, root: Path,
+    env: dict,
+) -> dict[str, Any]:
     """``mmverify score --workers N`` with ``--batch-items 1`` (shape 1) vs ``--in-flight`` (shape
     ``--batch-size``); worker start-up and model loading are inside the timing (a fresh pool per run),
     the reference index is built before it."""
     from mmverify.pipelines.context import ScoringContext
     from mmverify.pipelines.score import ScoreConfig, run_score
 
-    manifest = root / f"{name.split()[0]}.jsonl"
-    manifest.write_text("".join(json.dumps(item) + "\n" for item in items), encoding="utf-8")
+    baseline = items[: args.baseline_items] if args.baseline_items else items
+    manifests = {}
+    for label, chosen in (("one_by_one", baseline), ("together", items)):
+        manifests[label] = root / f"{name.split()[0]}-{label}.jsonl"
+        manifests[label].write_text("".join(json.dumps(item) + "\n" for item in chosen), encoding="utf-8")
     warm = root / f"{name.split()[0]}-warm.jsonl"
     warm.write_text("".join(json.dumps(item) + "\n" for item in items[:2]), encoding="utf-8")
     rates, rows = {}, {}
@@ -191,13 +199,13 @@ def worker_rates(name: str, spec_for: Callable[[int], str], items: list[dict], a
 
         run(warm, root / f"warm-{label}-{name.split()[0]}")
         outs = iter(root / f"{label}-{name.split()[0]}-{i}" for i in range(args.repeats))
-        rates[label], path = best_rate(lambda: run(manifest, next(outs)), len(items), args.repeats)
+        rates[label], path = best_rate(lambda: run(manifests[label], next(outs)), len(baseline if label == "one_by_one" else items), args.repeats)
         rows[label] = [json.loads(line) for line in path.read_text().splitlines()]
     scored = all(r["status"] == "scored" for label in rows for r in rows[label]) and len(rows["together"]) == len(items)
     pairs = zip(rows["one_by_one"], rows["together"])
     return {
         "task": name, **rates, "speedup": rates["together"] / rates["one_by_one"], "all_scored": scored,
-        "max_delta": max(abs(a["score"] - b["score"]) for a, b in pairs) if scored else float("nan"),
+        "max_delta": max(abs(a["score"] - b["score"]) for a, b in pairs) if scored else float("nan"), "backend": backend_rate(),
     }  # fmt: skip
 
 
@@ -215,6 +223,7 @@ def main() -> None:
     parser.add_argument("--check", type=int, default=16, help="items scored one by one at the batch shape, for the identity check")
     parser.add_argument("--baseline-items", type=int, default=0, help="time before and one by one on the first N items only (0: all)")
     parser.add_argument("--workers", type=int, default=0, help="also score with `mmverify score --workers N` (0: skip)")
+    parser.add_argument("--workers-only", action="store_true", help="with --workers: only the `mmverify score` rows")
     args = parser.parse_args()
     from mmverify.envfix import install_torchvision_op_stubs
 
@@ -258,27 +267,28 @@ def main() -> None:
         clap_alone = backend_alone(HFClap(source=str(clap), **options), lambda m, audio: m.embed_audio(audio), clips, args)
         whisper_backend = HFWhisper(source=str(whisper), max_new_tokens=args.max_new_tokens, **options)
         whisper_alone = backend_alone(whisper_backend, lambda m, audio: m.transcribe(audio, language="en"), clips, args)
-        results = [
+        results = [] if args.workers_only else [
             compare("a_sound_cot (CLAP)", reward_for(f"audio_text=clap-hf@{clap}?{{options}}"), sound, clap_alone, args),
             compare("a_speech_translate (Whisper)", reward_for(whisper_spec), speech, whisper_alone, args),
-        ]
+        ]  # fmt: skip
         pooled = []
         if args.workers:
             clap_spec = lambda shape: f"audio_text=clap-hf@{clap}?batch_size={shape}"  # noqa: E731
             whisper_spec_for = lambda shape: whisper_spec.format(options=f"batch_size={shape}")  # noqa: E731
             pooled = [
-                worker_rates("a_sound_cot (CLAP)", clap_spec, sound, args, root, env),
-                worker_rates("a_speech_translate (Whisper)", whisper_spec_for, speech, args, root, env),
+                worker_rates("a_sound_cot (CLAP)", clap_spec, sound, clap_alone, args, root, env),
+                worker_rates("a_speech_translate (Whisper)", whisper_spec_for, speech, whisper_alone, args, root, env),
             ]
     size = "full-size" if args.full else "tiny"
     print(f"{args.items} items of {args.clip_seconds:g} s, {size} random-init models on {args.device}, "
           f"{args.precision}, batch shape {args.batch_size}, {args.in_flight} items in flight, best of {args.repeats}")  # fmt: skip
     if args.baseline_items:
         print(f"before and one by one timed on the first {min(args.baseline_items, args.items)} items")
-    print(
-        f"{'task':30} {'before':>12} {'one by one':>12} {'together':>12}  {'vs one by one':>13}  {'vs before':>9}  "
-        f"identical rows  {'backend alone':>13}  together/backend"
-    )
+    if results:
+        print(
+            f"{'task':30} {'before':>12} {'one by one':>12} {'together':>12}  {'vs one by one':>13}  {'vs before':>9}  "
+            f"identical rows  {'backend alone':>13}  together/backend"
+        )
     for r in results:
         print(
             f"{r['task']:30} {r['before']:7.1f} it/s {r['one_by_one']:7.1f} it/s {r['together']:7.1f} it/s  "
@@ -287,9 +297,15 @@ def main() -> None:
         )
     if pooled:
         print(f"mmverify score --workers {args.workers}, worker start-up and model loading included")
-        print(f"{'task':32} {'one by one':>14} {'together':>14} {'speed-up':>9}  max |score difference| (batch shapes 1 and {args.batch_size})")
+        print(
+            f"{'task':32} {'one by one':>14} {'together':>14} {'speed-up':>9}  together/backend  "
+            f"max |score difference| (batch shapes 1 and {args.batch_size})"
+        )
         for r in pooled:
-            print(f"{r['task']:32} {r['one_by_one']:10.1f} it/s {r['together']:10.1f} it/s {r['speedup']:8.2f}x  {r['max_delta']:.2g}")
+            print(
+                f"{r['task']:32} {r['one_by_one']:10.1f} it/s {r['together']:10.1f} it/s {r['speedup']:8.2f}x  "
+                f"{r['together'] / r['backend']:16.2f}  {r['max_delta']:.2g}"
+            )
 
 
 if __name__ == "__main__":

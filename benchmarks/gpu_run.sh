@@ -2,7 +2,8 @@
 # The GPU figures of batch-first scoring, one part per device call (each fits a 10-minute call):
 #
 #   bash benchmarks/gpu_run.sh models    # CLAP and Whisper front ends, speaker and gender models
-#   bash benchmarks/gpu_run.sh scoring   # end-to-end items/s of a CLAP and a Whisper task
+#   bash benchmarks/gpu_run.sh scoring   # end-to-end items/s of a CLAP and a Whisper task (Reward API)
+#   bash benchmarks/gpu_run.sh score     # the same through `mmverify score`, --workers 1 and 2
 #
 # Wheels carried in .whl/ (fetched here by benchmarks/gpu_wheels.sh) are installed to /tmp/site
 # first.  Every benchmark runs under its own time cap and writes its log to $OUT (default
@@ -10,7 +11,7 @@
 # DEVICE (cuda) and QUICK=1 (tiny workloads: a check of this script on any machine) can be set.
 set -u
 cd "$(dirname "$0")/.."
-part=${1:?"which part: models or scoring"}
+part=${1:?"which part: models, scoring or score"}
 out=${OUT:-/tmp/gpu-out}
 python=${PYTHON:-python3}
 device=${DEVICE:-cuda}
@@ -46,6 +47,9 @@ if [ "$quick" = 1 ]; then
       run clip_models 300 --device "$device" --clips 4 --batch-size 2 --check 2 "${size[@]}" ;;
     scoring)
       run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 "${size[@]}" ;;
+    score)
+      run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 \
+        --workers 1 --workers-only "${size[@]}" ;;
     *) echo "unknown part: $part" >&2; exit 2 ;;
   esac
   exit 0
@@ -58,5 +62,11 @@ case $part in
   scoring)
     run batched_scoring 540 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
       --baseline-items 128 --repeats 1 --check 16 ;;
+  score)  # a second worker process is a second GIL for the per-item work, and a second model copy
+    for workers in 1 2; do
+      run batched_scoring 270 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
+        --baseline-items 128 --repeats 1 --workers "$workers" --workers-only
+      cp "$out/batched_scoring.log" "$out/score_workers_$workers.log"
+    done ;;
   *) echo "unknown part: $part" >&2; exit 2 ;;
 esac
