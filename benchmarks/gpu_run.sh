@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU figures of batch-first scoring, one part per device call (each fits a 10-minute call):
 #
-#   bash benchmarks/gpu_run.sh models    # CLAP and Whisper front ends, speaker and gender models
+#   bash benchmarks/gpu_run.sh models    # CLAP and Whisper front ends; speaker, gender and DreamSim models
 #   bash benchmarks/gpu_run.sh scoring   # end-to-end items/s of a CLAP and a Whisper task (Reward API)
 #   bash benchmarks/gpu_run.sh score     # the same through `mmverify score`, --workers 1 and 2
 #
@@ -44,7 +44,8 @@ if [ "$quick" = 1 ]; then
     models)
       run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 "${size[@]}"
       run whisper_frontend 300 --device "$device" --clips 4 --batch-size 2 --numpy-clips 2 "${size[@]}"
-      run clip_models 300 --device "$device" --clips 4 --batch-size 2 --check 2 "${size[@]}" ;;
+      run clip_models 300 --device "$device" --clips 4 --batch-size 2 --check 2 "${size[@]}"
+      run dreamsim_batching 300 --device "$device" --pairs 4 --batch-size 2 --check 2 "${size[@]}" ;;
     scoring)
       run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 "${size[@]}" ;;
     score)
@@ -58,7 +59,8 @@ case $part in
   models)
     run clap_frontend 150 --device "$device" --clips 512 --batch-sizes 32,128 --repeats 2
     run whisper_frontend 120 --device "$device" --clips 512 --batch-size 64 --mels 128 --repeats 2
-    run clip_models 270 --full --device "$device" --clips 1024 --batch-size 64 --repeats 2 ;;
+    run clip_models 200 --full --device "$device" --clips 1024 --batch-size 64 --repeats 2
+    run dreamsim_batching 120 --full --device "$device" --pairs 512 --batch-size 64 --repeats 2 ;;
   scoring)
     run batched_scoring 540 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
       --baseline-items 128 --repeats 1 --check 16 ;;

@@ -94,6 +94,19 @@ def test_torchaudio_unloadable_libs_removed_once(monkeypatch: pytest.MonkeyPatch
     assert envfix.patch_torchaudio_install() == []
 
 
+@pytest.mark.parametrize("name", ["_C", "_C_stable"])
+def test_torchvision_extension_is_found_under_either_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str) -> None:
+    """torchvision 0.29 renamed ``_C`` to ``_C_stable``: missing it would register stubs that the
+    real extension, loading later, collides with (the process aborts)."""
+    pkg = tmp_path / "torchvision"
+    pkg.mkdir()
+    _fake_specs(monkeypatch, {"torchvision": pkg})
+    assert envfix._torchvision_ext() is None
+    ext = pkg / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[-1]}"
+    ext.write_bytes(b"")
+    assert envfix._torchvision_ext() == ext
+
+
 @pytest.mark.skipif(not _installed("torch"), reason="torch not installed")
 def test_probe_rejects_broken_library(tmp_path: Path) -> None:
     bogus = tmp_path / "bogus.so"

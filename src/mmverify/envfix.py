@@ -111,15 +111,21 @@ def patch_torchaudio_install() -> list[str]:
     return [str(lib) for lib in libs]
 
 
+# The extension's name: ``_C`` up to torchvision 0.28, ``_C_stable`` (built on torch's stable ABI)
+# from 0.29.  Stubs registered beside a real extension that loads later abort the process.
+_TORCHVISION_EXTENSIONS = ("_C", "_C_stable")
+
+
 def _torchvision_ext() -> Path | None:
-    """Path of torchvision's ``_C`` extension, located as torchvision does."""
+    """Path of torchvision's compiled ops extension, located as torchvision does."""
     pkg = _package_dir("torchvision")
     if pkg is None:
         return None
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = pkg / f"_C{suffix}"
-        if path.is_file():
-            return path
+    for name in _TORCHVISION_EXTENSIONS:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = pkg / f"{name}{suffix}"
+            if path.is_file():
+                return path
     return None
 
 

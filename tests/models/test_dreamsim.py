@@ -1,9 +1,9 @@
 """DreamSim through ``dreamsim.dreamsim()`` with a tiny random-init checkpoint.
 
 The checkpoint folders have the layout of dreamsim's releases (backbone ``*_pretrain.pth*`` files +
-LoRA adapter folder; for the ensemble also torch.hub's copy of the DINO repository and weights).
-dreamsim hard-codes ViT-B backbones (``vit_base``); the tests swap that one factory for a narrow ViT
-of the same class so checkpoints stay small, and the DINO "repository" is a stand-in ``hubconf.py``
+LoRA adapter folder; for the ensemble also torch.hub's copy of the DINO repository and weights),
+written by :mod:`mmverify.testing.dreamsim_release` with narrow ViTs of dreamsim's own class, which
+dreamsim is made to build in place of ViT-B; the DINO "repository" is a stand-in ``hubconf.py``
 building such a ViT.  Everything else -- dreamsim's cache check, PerceptualModel, ViTExtractor,
 torch.hub loading from its cache, ``weights_only`` backbone loading, peft LoRA loading,
 preprocessing, normalisation, cosine distance -- is dreamsim's and torch's own code.
@@ -11,7 +11,6 @@ preprocessing, normalisation, cosine distance -- is dreamsim's and torch's own c
 
 from __future__ import annotations
 
-import functools
 import urllib.error
 from pathlib import Path
 from typing import Iterator
@@ -28,99 +27,15 @@ install_torchvision_op_stubs()  # before anything imports torchvision (dreamsim 
 pytest.importorskip("dreamsim")
 
 from mmverify.models.dreamsim import DreamSimBackend, parse_source, required_files, torch_hub_offline  # noqa: E402
+from mmverify.testing.dreamsim_release import narrow_backbones, write_release  # noqa: E402
 
-WIDTH = 32
-
-
-def tiny_vit(patch_size: int = 16, depth: int = 2, **kwargs: object) -> object:
-    import torch
-    from dreamsim.feature_extraction.vision_transformer import VisionTransformer
-
-    norm = functools.partial(torch.nn.LayerNorm, eps=1e-6)
-    return VisionTransformer(
-        patch_size=patch_size, embed_dim=WIDTH, depth=depth, num_heads=2, mlp_ratio=2, qkv_bias=True, norm_layer=norm, **kwargs
-    )
-
-
-def save_clip_backbone(path: Path, patch_size: int) -> None:
-    """A CLIP/OpenCLIP-as-DINO backbone file: ViT state dict (with the pre-norm) + ``proj``."""
-    import torch
-
-    vit = tiny_vit(patch_size=patch_size)
-    vit.pos_drop = torch.nn.LayerNorm(WIDTH)  # dreamsim's CLIP-as-DINO layout has a pre-norm here
-    state = dict(vit.state_dict())
-    state["proj"] = torch.randn(WIDTH, 512) / WIDTH**0.5
-    torch.save({"state_dict": state}, path)
-
-
-def save_lora(model: object, folder: Path) -> None:
-    import torch
-    from peft import LoraConfig, get_peft_model
-
-    lora = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, bias="none", target_modules=["qkv"]))
-    with torch.no_grad():  # peft starts LoRA at zero; make the adapter matter
-        for name, param in lora.named_parameters():
-            if "lora_B" in name:
-                param.normal_(0.0, 0.05)
-    lora.save_pretrained(str(folder))
-
-
-def write_tiny_release(folder: Path) -> None:
-    """Random weights in dreamsim's open_clip_vitb32 release layout (needs tiny_vit patched in)."""
-    import torch
-    from dreamsim.model import PerceptualModel
-
-    torch.manual_seed(0)
-    save_clip_backbone(folder / "open_clip_vitb32_pretrain.pth.tar", 32)
-    model = PerceptualModel(
-        model_type="open_clip_vitb32", feat_type="embedding", stride="32", lora=True, load_dir=str(folder), device="cpu"
-    )
-    save_lora(model, folder / "open_clip_vitb32_single_lora")
-
-
-DINO_HUBCONF = """
-import torch
-from test_dreamsim import tiny_vit
-
-def dino_vitb16(pretrained=True, **kwargs):
-    model = tiny_vit(patch_size=16, depth=12)  # dreamsim reads block 11
-    if pretrained:
-        url = "https://dl.fbaipublicfiles.com/dino/dino_vitbase16_pretrain/dino_vitbase16_pretrain.pth"
-        model.load_state_dict(torch.hub.load_state_dict_from_url(url, map_location="cpu"))
-    return model
-"""
-
-
-def write_tiny_ensemble(folder: Path) -> None:
-    """The ensemble release + torch.hub's DINO repository and weights, as a first build leaves them."""
-    import torch
-    from dreamsim.config import dreamsim_args
-    from dreamsim.model import PerceptualModel
-
-    torch.manual_seed(1)
-    save_clip_backbone(folder / "clip_vitb16_pretrain.pth.tar", 16)
-    save_clip_backbone(folder / "open_clip_vitb16_pretrain.pth.tar", 16)
-    head = {f"module.head.mlp.{i}.{kind}": torch.randn(4, 4) if kind == "weight" else torch.randn(4) for i in (0, 2, 4) for kind in ("weight", "bias")}
-    torch.save({"student": {**head, "module.head.last_layer.weight": torch.randn(4, 4)}}, folder / "dino_vitb16_pretrain.pth")
-    repo = folder / "facebookresearch_dino_main"
-    repo.mkdir()
-    (repo / "hubconf.py").write_text(DINO_HUBCONF)
-    (folder / "checkpoints").mkdir()
-    torch.save(tiny_vit(patch_size=16, depth=12).state_dict(), folder / "checkpoints" / "dino_vitbase16_pretrain.pth")
-    with torch_hub_offline():
-        model = PerceptualModel(**dreamsim_args["model_config"]["ensemble"], load_dir=str(folder), device="cpu")
-    save_lora(model, folder / "ensemble_lora")
+WIDTH = 32  # narrow backbones (see mmverify.testing.dreamsim_release)
 
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    import dreamsim.feature_extraction.load_open_clip_as_dino as open_clip_as_dino
-
-    folder = tmp_path_factory.mktemp("dreamsim")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(open_clip_as_dino, "vit_base", tiny_vit)
-        write_tiny_release(folder)
-        yield folder
+    with narrow_backbones(WIDTH):  # dreamsim builds the narrow backbones while the module's tests load them
+        yield write_release(tmp_path_factory.mktemp("dreamsim"), "open_clip_vitb32", WIDTH)
 
 
 @pytest.fixture(scope="module")
@@ -192,17 +107,8 @@ def test_fingerprint(backend: DreamSimBackend, weights: Path) -> None:
 @pytest.mark.filterwarnings("ignore:`torch.nn.utils.weight_norm` is deprecated:FutureWarning")
 def test_ensemble_builds_offline_from_its_folder(tmp_path: Path) -> None:
     """The default type: DINO comes through torch.hub's cache with the network refused."""
-    import sys
-
-    import dreamsim.feature_extraction.load_clip_as_dino as clip_as_dino
-    import dreamsim.feature_extraction.load_open_clip_as_dino as open_clip_as_dino
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(clip_as_dino, "vit_base", tiny_vit)
-        patch.setattr(open_clip_as_dino, "vit_base", tiny_vit)
-        patch.syspath_prepend(str(Path(__file__).parent))  # the stand-in hubconf imports tiny_vit from here
-        patch.setitem(sys.modules, "test_dreamsim", sys.modules[__name__])
-        write_tiny_ensemble(tmp_path)
+    with narrow_backbones(WIDTH):
+        write_release(tmp_path, "ensemble", WIDTH, seed=1)
         backend = DreamSimBackend(source=str(tmp_path), device="cpu")
         assert backend.dreamsim_type == "ensemble" and backend.availability().ok
         pics = images(3, seed=3)
