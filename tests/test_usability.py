@@ -100,6 +100,25 @@ def test_dry_run_scores_nothing_and_reports_what_is_missing(tmp_path: Path, monk
     assert "1 missing_media" in text and "--vlm-base-url" in text
 
 
+def test_dry_run_notes_a_batch_shape_the_items_in_flight_cannot_fill(tmp_path: Path, monkeypatch):
+    """A batch holds the requests of the items scored together: batches of 64 rows with 8 items in
+    flight would mostly run padding, which a GPU user should hear of before scoring."""
+    monkeypatch.delenv("MMVERIFY_MODELS", raising=False)
+    sf.write(tmp_path / "clip.wav", np.zeros(16_000, dtype=np.float32), 16_000)
+    lines = [{"task": "a_sound_cot", "instance": {"target": "dog"}, "parts": [{"type": "audio", "path": "clip.wav"}]}]
+    manifest = write_manifest(tmp_path / "m.jsonl", lines)
+
+    def dry_run(batch_items: int) -> str:
+        model = f"audio_text=clap-hf@{tmp_path / 'clap'}?batch_size=64"
+        arguments = ["score", str(manifest), "--out", str(tmp_path / "out"), "--dry-run", "--model", model, "--batch-items", str(batch_items)]
+        result = runner.invoke(app, arguments)
+        assert result.exit_code == 0, result.output
+        return _flat(result.output)
+
+    assert "audio_text (clap-hf) runs batches of 64 rows, but only 8 items are scored together" in dry_run(8)
+    assert "runs batches of" not in dry_run(64)
+
+
 def test_doctor_lists_every_task_with_its_fix(monkeypatch):
     for name in ("MMVERIFY_VLM_BASE_URL", "MMVERIFY_VLM_MODEL", "MMVERIFY_REFERENCES", "MMVERIFY_MODELS"):
         monkeypatch.delenv(name, raising=False)

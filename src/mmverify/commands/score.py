@@ -194,6 +194,8 @@ def _print_dry_run(config: Any) -> None:
     for task, codes in sorted(report.errors.items()):
         for code, messages in sorted(codes.items()):
             stdout.print(f"[red]{len(messages)} {code}[/red] ({escape(task)}): {escape(messages[0])}")
+    for note in report.notes:
+        stdout.print(f"[yellow]note[/yellow]: {escape(note)}")
     total = sum(report.planned.values())
     blocked = sum(report.planned[t.task] for t in report.tasks if not t.ready)
     stdout.print(f"{total} rows would be scored ({blocked} of them need something missing here), "

@@ -96,6 +96,29 @@ def task_readiness(task_id: str) -> TaskReadiness:
     return readiness
 
 
+def batching_notes(tasks: Iterable[str], in_flight: int) -> list[str]:
+    """Backends of ``tasks`` whose batch shape is larger than the items scored together: a batch
+    holds the requests of the items in flight, so it runs partly padding (a lone item pays for the
+    whole batch)."""
+    from ..models.hub import get_hub
+
+    hub, notes = get_hub(), []
+    needs = dict.fromkeys(need for task in tasks for need in CATALOG[task].needs if judge_role(need) is None)
+    for capability in needs:
+        try:
+            backend = hub.instance(capability)
+        except Exception:  # reported among the requirements
+            continue
+        rows = backend.rows_per_forward
+        if rows is not None and rows > in_flight:
+            notes.append(
+                f"{capability} ({backend.name}) runs batches of {rows} rows, but only {in_flight} items are scored "
+                f"together (--batch-items): raise --batch-items to {2 * rows} (twice the batch lets decoding overlap "
+                f"the model) or lower its batch_size"
+            )
+    return notes
+
+
 def readiness(tasks: Iterable[str] | None = None) -> list[TaskReadiness]:
     """Readiness of ``tasks`` (default: every catalog task), capability checks shared."""
     return [task_readiness(task) for task in (tasks if tasks is not None else CATALOG)]
@@ -109,6 +132,7 @@ class DryRun:
     errors: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # task -> code -> messages
     filtered: int = 0
     tasks: list[TaskReadiness] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # advice that blocks nothing (see batching_notes)
 
 
 def dry_run(config: "ScoreConfig") -> DryRun:
@@ -137,4 +161,5 @@ def _dry_run(config: "ScoreConfig", planner: "Planner", lines: Callable[[Path], 
             report.planned[entry.task] = report.planned.get(entry.task, 0) + 1
     report.filtered += planner.stats.skipped_filtered
     report.tasks = readiness(sorted(report.planned))
+    report.notes = batching_notes(sorted(report.planned), config.in_flight)
     return report
