@@ -147,9 +147,7 @@ def compare(
         rates[label], scored = best_rate(lambda: reward.rows(scored_items), len(scored_items), args.repeats)
         rows[label] = [json.dumps(row) for row in scored]
     same_shape = [json.dumps(row) for row in reward_for(1, args.batch_size, "torch").rows(items[: args.check])]
-    errors = [json.loads(row)["error"] for row in rows["together"] if json.loads(row)["status"] == "error"]
-    if errors:
-        print(f"  {name}: {len(errors)} error rows, first: {errors[0]}")
+    refuse_error_rows(name, [json.loads(row) for label in rows for row in rows[label]])
     return {
         "task": name, **rates, "speedup": rates["together"] / rates["one_by_one"],
         "speedup_before": rates["together"] / rates["before"], "identical": same_shape == rows["together"][: args.check],
@@ -157,19 +155,43 @@ def compare(
     }  # fmt: skip
 
 
-def backend_alone(backend: Any, call: Callable[[Any, list[np.ndarray]], Any], clips: list[Path], args: argparse.Namespace) -> Callable[[], float]:
+def refuse_error_rows(name: str, rows: list[dict]) -> None:
+    """Rates of rows that failed (a package missing, say) mean nothing: stop with the first error."""
+    errors = [row["error"] for row in rows if row["status"] == "error"]
+    if errors:
+        sys.exit(f"{name}: {len(errors)} error rows, first: {errors[0]}")
+
+
+def backend_alone(
+    make: Callable[[], Any], call: Callable[[Any, list[np.ndarray]], Any], clips: list[Path], args: argparse.Namespace
+) -> Callable[[], float]:
     """The backend's own batched throughput: ``clips`` decoded and resampled to its rate beforehand,
-    then all of them in one call (the backend cuts them into ``--batch-size`` batches)."""
+    then all of them in one call (the backend cuts them into ``--batch-size`` batches).  The backend
+    is built for the measurement and dropped after it, so it holds no device memory meanwhile."""
     from mmverify.core.media import load_audio
 
     @functools.cache  # measured once, for the Reward rows and the `score` rows alike
     def rate() -> float:
+        backend = make()
         backend.ensure_loaded()  # outside the timing; the checkpoint sets the sample rate
         audio = [load_audio(path, backend.sample_rate)[0] for path in clips]
         call(backend, audio[:1])
-        return best_rate(lambda: call(backend, audio), len(audio), args.repeats)[0]
+        measured = best_rate(lambda: call(backend, audio), len(audio), args.repeats)[0]
+        del backend
+        release_device_memory()
+        return measured
 
     return rate
+
+
+def release_device_memory() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()  # what this process no longer uses goes back to the worker processes
 
 
 def worker_rates(
@@ -201,6 +223,7 @@ def worker_rates(
         outs = iter(root / f"{label}-{name.split()[0]}-{i}" for i in range(args.repeats))
         rates[label], path = best_rate(lambda: run(manifests[label], next(outs)), len(baseline if label == "one_by_one" else items), args.repeats)
         rows[label] = [json.loads(line) for line in path.read_text().splitlines()]
+    refuse_error_rows(name, [row for label in rows for row in rows[label]])
     scored = all(r["status"] == "scored" for label in rows for r in rows[label]) and len(rows["together"]) == len(items)
     pairs = zip(rows["one_by_one"], rows["together"])
     return {
@@ -264,9 +287,11 @@ def main() -> None:
         from mmverify.models.whisper import HFWhisper
 
         options = {"device": args.device, "batch_size": args.batch_size, "precision": args.precision}
-        clap_alone = backend_alone(HFClap(source=str(clap), **options), lambda m, audio: m.embed_audio(audio), clips, args)
-        whisper_backend = HFWhisper(source=str(whisper), max_new_tokens=args.max_new_tokens, **options)
-        whisper_alone = backend_alone(whisper_backend, lambda m, audio: m.transcribe(audio, language="en"), clips, args)
+        clap_alone = backend_alone(lambda: HFClap(source=str(clap), **options), lambda m, audio: m.embed_audio(audio), clips, args)
+        whisper_alone = backend_alone(
+            lambda: HFWhisper(source=str(whisper), max_new_tokens=args.max_new_tokens, **options),
+            lambda m, audio: m.transcribe(audio, language="en"), clips, args,
+        )  # fmt: skip
         results = [] if args.workers_only else [
             compare("a_sound_cot (CLAP)", reward_for(f"audio_text=clap-hf@{clap}?{{options}}"), sound, clap_alone, args),
             compare("a_speech_translate (Whisper)", reward_for(whisper_spec), speech, whisper_alone, args),

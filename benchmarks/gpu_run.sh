@@ -22,12 +22,16 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
+# every package the benchmarks import, up front: a missing one would otherwise turn rows into errors
+"$python" -c "import numpy, scipy, torch, torchvision, transformers, soundfile, soxr, jiwer, sacrebleu, peft, open_clip, dreamsim" \
+  || { echo "a package the benchmarks need is missing (see benchmarks/gpu_wheels.sh)" >&2; exit 1; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "no nvidia-smi"
   "$python" -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
   nproc; } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
 
 # run NAME CAP_S ARGS...: one benchmark under a time cap, its output to $out/NAME.log and here
+status=0
 run() {
   local name=$1 cap=$2
   shift 2
@@ -36,6 +40,7 @@ run() {
   local code=$?
   grep -v -e "Loading weights" -e "Writing model shards" "$out/$name.log" | tail -n 12
   echo "=== $name exit $code"
+  [ "$code" = 0 ] || status=1
 }
 
 if [ "$quick" = 1 ]; then
@@ -53,22 +58,24 @@ if [ "$quick" = 1 ]; then
         --workers 1 --workers-only "${size[@]}" ;;
     *) echo "unknown part: $part" >&2; exit 2 ;;
   esac
-  exit 0
+  exit $status
 fi
 case $part in
   models)
-    run clap_frontend 150 --device "$device" --clips 512 --batch-sizes 32,128 --repeats 2
-    run whisper_frontend 120 --device "$device" --clips 512 --batch-size 64 --mels 128 --repeats 2
+    # the caps add up to 510 s: with set-up, inside one 600 s call
+    run clap_frontend 120 --device "$device" --clips 512 --batch-sizes 32,128 --repeats 2
+    run whisper_frontend 90 --device "$device" --clips 512 --batch-size 64 --mels 128 --repeats 2
     run clip_models 200 --full --device "$device" --clips 1024 --batch-size 64 --repeats 2
-    run dreamsim_batching 120 --full --device "$device" --pairs 512 --batch-size 64 --repeats 2 ;;
+    run dreamsim_batching 100 --full --device "$device" --pairs 512 --batch-size 64 --repeats 2 ;;
   scoring)
     run batched_scoring 540 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
       --baseline-items 128 --repeats 1 --check 16 ;;
   score)  # a second worker process is a second GIL for the per-item work, and a second model copy
-    for workers in 1 2; do
-      run batched_scoring 270 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
+    for workers in 1 2; do  # 2 x 260 s
+      run batched_scoring 260 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
         --baseline-items 128 --repeats 1 --workers "$workers" --workers-only
       cp "$out/batched_scoring.log" "$out/score_workers_$workers.log"
     done ;;
   *) echo "unknown part: $part" >&2; exit 2 ;;
 esac
+exit $status

@@ -225,6 +225,34 @@ def test_installing_a_context_waits_for_the_calls_in_flight_under_another():
     assert scoring_settings().get("MMVERIFY_TEST_SETTING") == "B"
 
 
+def test_a_context_installed_while_a_run_holds_it_stays_after_the_run():
+    """A run (``installed``) puts back the context it found; an explicit install of that very
+    context meanwhile is what was asked for last, so it must outlive the run."""
+    import threading
+
+    from mmverify.core.settings import installed_context
+    from mmverify.pipelines.context import ScoringContext, install, installed
+    from tests.waiting import HANG_GUARD_S
+
+    context = ScoringContext(env={"MMVERIFY_TEST_SETTING": "A"})
+    held, release = threading.Event(), threading.Event()
+
+    def run() -> None:
+        with installed(context):
+            held.set()
+            assert release.wait(HANG_GUARD_S)
+
+    assert installed_context() is None
+    runner = threading.Thread(target=run)
+    runner.start()
+    assert held.wait(HANG_GUARD_S)
+    assert install(context) is False  # in force already
+    release.set()
+    runner.join(HANG_GUARD_S)
+    assert not runner.is_alive()
+    assert installed_context() == context
+
+
 def test_contexts_that_mean_the_same_are_equal_and_share_their_turn(tmp_path: Path):
     from mmverify.pipelines.context import JudgeOptions, ScoringContext, holding
 

@@ -294,16 +294,24 @@ class _ContextGate:
             if not self._holders and not self._queue:
                 _install(context)
 
-    def install(self, context: ScoringContext | None) -> bool:
+    def install(self, context: ScoringContext | None, *, forget_built_state: bool = False) -> bool:
         """Install ``context`` once the calls in flight under another one are done (in turn with
-        the calls waiting); True if anything changed."""
+        the calls waiting), and with ``forget_built_state`` drop the hubs and reference sets built
+        so far; True if anything changed.  A thread that a call in flight started (its item
+        threads) must not install another context: it would wait for that call, so for itself."""
         if getattr(self._depth, "calls", 0):  # waiting here would wait for this very thread
             if context != self._held:
                 raise RuntimeError("a scoring call cannot change the scoring context in its own thread")
             return False
         with self._changed:
             self._wait_for_turn(context)
-            return False if self._holders else _install(context)  # holders hold this very context
+            if self._holders:  # they hold this very context: it stays when they leave
+                self._restore, changed = None, False
+            else:
+                changed = _install(context)
+            if forget_built_state:
+                _forget_built_state()
+            return changed
 
 
 _GATE = _ContextGate()
@@ -353,5 +361,4 @@ def current() -> ScoringContext:
 
 def reset() -> None:
     """Forget the installed context: settings come from the environment again (tests, notebooks)."""
-    install(None)
-    _forget_built_state()
+    _GATE.install(None, forget_built_state=True)
