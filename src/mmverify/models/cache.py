@@ -22,27 +22,31 @@ Each problem is logged once as a warning naming the file and kept in :func:`cach
 run summary can show it.  Worker processes forward theirs to the parent
 (:func:`set_cache_problem_logging`, :func:`record_cache_problem`), which logs each one once.
 
-How an error is classified and how a file is moved aside: :mod:`.cache_files`.
+How an error is classified and how a file is moved aside: :mod:`.cache_files`; the problems
+kept: :mod:`.cache_problems`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import sqlite3
 import threading
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
 from ..core.hashing import digest_of
 from ..core.settings import private_dir
 from .cache_files import failure_kind, file_identity, folder_lock, move_aside
-
-log = logging.getLogger(__name__)
+from .cache_problems import (  # noqa: F401  (re-exported: the cache's public API)
+    CacheProblem,
+    cache_problems,
+    clear_cache_problems,
+    record_cache_problem,
+    set_cache_problem_logging,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -53,62 +57,6 @@ CREATE TABLE IF NOT EXISTS entries (
 )
 """
 _BUSY_TIMEOUT_S = 60.0
-
-
-# -- problems -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CacheProblem:
-    """Something wrong with a cache file, and what was done about it.
-
-    ``kind``: ``corrupt`` (moved aside, a fresh cache started), ``read_only`` (read, not written),
-    ``unusable`` (bypassed) or ``write_failed`` (values used, no longer stored).
-    """
-
-    path: str
-    kind: str
-    detail: str
-    action: str
-    moved_to: str | None = None
-
-    def message(self) -> str:
-        return f"cache {self.path}: {self.detail}; {self.action}"
-
-
-_PROBLEMS: dict[tuple[str, str], CacheProblem] = {}
-_PROBLEMS_LOCK = threading.Lock()
-_LOGGING = {"enabled": True}
-
-
-def cache_problems() -> list[dict[str, Any]]:
-    """The cache problems met in this process (or forwarded to it by its workers), oldest first,
-    one per file and kind, as JSON-ready dicts (``path``, ``kind``, ``detail``, ``action``,
-    ``moved_to``)."""
-    with _PROBLEMS_LOCK:
-        return [asdict(problem) for problem in _PROBLEMS.values()]
-
-
-def record_cache_problem(problem: CacheProblem | Mapping[str, Any]) -> bool:
-    """Keep ``problem`` (once per file and kind) and log it as a warning; True when it is new."""
-    if not isinstance(problem, CacheProblem):
-        problem = CacheProblem(**dict(problem))
-    with _PROBLEMS_LOCK:
-        if (problem.path, problem.kind) in _PROBLEMS:
-            return False
-        _PROBLEMS[(problem.path, problem.kind)] = problem
-    if _LOGGING["enabled"]:
-        log.warning(problem.message())
-    return True
-
-
-def set_cache_problem_logging(enabled: bool) -> None:
-    """Whether new problems are logged by this process (worker processes forward them instead)."""
-    _LOGGING["enabled"] = enabled
-
-
-def clear_cache_problems() -> None:
-    """Forget the problems recorded so far (a long-lived process starting a new run)."""
-    with _PROBLEMS_LOCK:
-        _PROBLEMS.clear()
 
 
 class _Unusable(Exception):
