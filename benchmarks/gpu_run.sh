@@ -5,8 +5,8 @@
 #   bash benchmarks/gpu_run.sh scoring   # end-to-end items/s of a CLAP and a Whisper task (Reward API)
 #   bash benchmarks/gpu_run.sh score     # the same through `mmverify score`, --workers 1 and 2
 #
-# Wheels carried in .whl/ (fetched here by benchmarks/gpu_wheels.sh) are installed to /tmp/site
-# first.  Every benchmark runs under its own time cap and writes its log to $OUT (default
+# Wheels carried in .whl/ (fetched here by benchmarks/gpu_wheels.sh; WHEELS names another folder)
+# are installed to /tmp/site first.  Every benchmark runs under its own time cap and writes its log to $OUT (default
 # /tmp/gpu-out), so one that runs out of time still leaves the others' figures.  PYTHON (python3),
 # DEVICE (cuda) and QUICK=1 (tiny workloads: a check of this script on any machine) can be set.
 set -u
@@ -18,12 +18,15 @@ device=${DEVICE:-cuda}
 quick=${QUICK:-0}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
+wheels=${WHEELS:-.whl}
+if ls "$wheels"/*.whl >/dev/null 2>&1; then
+  "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$wheels"/*.whl || exit
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 # every package the benchmarks import, up front: a missing one would otherwise turn rows into errors
-"$python" -c "import numpy, scipy, torch, torchvision, transformers, soundfile, soxr, jiwer, sacrebleu, peft, open_clip, dreamsim" \
+"$python" -c "import sys; sys.path.insert(0, 'src'); from mmverify.envfix import install_torchvision_op_stubs as repair
+repair()  # as the benchmarks do: a torchvision whose compiled ops cannot load here still imports
+import numpy, scipy, torch, torchvision, transformers, soundfile, soxr, jiwer, sacrebleu, peft, open_clip, dreamsim" \
   || { echo "a package the benchmarks need is missing (see benchmarks/gpu_wheels.sh)" >&2; exit 1; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "no nvidia-smi"
   "$python" -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
