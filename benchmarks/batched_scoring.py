@@ -168,20 +168,23 @@ def backend_alone(
     """The backend's own batched throughput: ``clips`` decoded and resampled to its rate beforehand,
     then all of them in one call (the backend cuts them into ``--batch-size`` batches).  The backend
     is built for the measurement and dropped after it, so it holds no device memory meanwhile."""
-    from mmverify.core.media import load_audio
 
     @functools.cache  # measured once, for the Reward rows and the `score` rows alike
     def rate() -> float:
-        backend = make()
-        backend.ensure_loaded()  # outside the timing; the checkpoint sets the sample rate
-        audio = [load_audio(path, backend.sample_rate)[0] for path in clips]
-        call(backend, audio[:1])
-        measured = best_rate(lambda: call(backend, audio), len(audio), args.repeats)[0]
-        del backend
+        measured = _rate_of(make(), call, clips, args)  # the backend is dropped on return
         release_device_memory()
         return measured
 
     return rate
+
+
+def _rate_of(backend: Any, call: Callable[[Any, list[np.ndarray]], Any], clips: list[Path], args: argparse.Namespace) -> float:
+    from mmverify.core.media import load_audio
+
+    backend.ensure_loaded()  # outside the timing; the checkpoint sets the sample rate
+    audio = [load_audio(path, backend.sample_rate)[0] for path in clips]
+    call(backend, audio[:1])
+    return best_rate(lambda: call(backend, audio), len(audio), args.repeats)[0]
 
 
 def release_device_memory() -> None:
@@ -244,6 +247,7 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="full-size CLAP and large-v3-sized Whisper")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--check", type=int, default=16, help="items scored one by one at the batch shape, for the identity check")
+    parser.add_argument("--whisper-items", type=int, default=0, help="score the Whisper task on the first N items only (0: all)")
     parser.add_argument("--baseline-items", type=int, default=0, help="time before and one by one on the first N items only (0: all)")
     parser.add_argument("--workers", type=int, default=0, help="also score with `mmverify score --workers N` (0: skip)")
     parser.add_argument("--workers-only", action="store_true", help="with --workers: only the `mmverify score` rows")
@@ -287,50 +291,63 @@ def main() -> None:
         from mmverify.models.whisper import HFWhisper
 
         options = {"device": args.device, "batch_size": args.batch_size, "precision": args.precision}
+        speech_clips = clips[: args.whisper_items] if args.whisper_items else clips
+        speech = speech[: len(speech_clips)]
         clap_alone = backend_alone(lambda: HFClap(source=str(clap), **options), lambda m, audio: m.embed_audio(audio), clips, args)
         whisper_alone = backend_alone(
             lambda: HFWhisper(source=str(whisper), max_new_tokens=args.max_new_tokens, **options),
-            lambda m, audio: m.transcribe(audio, language="en"), clips, args,
+            lambda m, audio: m.transcribe(audio, language="en"), speech_clips, args,
         )  # fmt: skip
-        results = [] if args.workers_only else [
-            compare("a_sound_cot (CLAP)", reward_for(f"audio_text=clap-hf@{clap}?{{options}}"), sound, clap_alone, args),
-            compare("a_speech_translate (Whisper)", reward_for(whisper_spec), speech, whisper_alone, args),
-        ]  # fmt: skip
-        pooled = []
+        print_setting(args, len(speech))
+        if not args.workers_only:  # each row as soon as it is measured: a run cut short keeps the rows before
+            print_reward_header()
+            print_reward_row(compare("a_sound_cot (CLAP)", reward_for(f"audio_text=clap-hf@{clap}?{{options}}"), sound, clap_alone, args))
+            print_reward_row(compare("a_speech_translate (Whisper)", reward_for(whisper_spec), speech, whisper_alone, args))
         if args.workers:
             clap_spec = lambda shape: f"audio_text=clap-hf@{clap}?batch_size={shape}"  # noqa: E731
             whisper_spec_for = lambda shape: whisper_spec.format(options=f"batch_size={shape}")  # noqa: E731
-            pooled = [
-                worker_rates("a_sound_cot (CLAP)", clap_spec, sound, clap_alone, args, root, env),
-                worker_rates("a_speech_translate (Whisper)", whisper_spec_for, speech, whisper_alone, args, root, env),
-            ]
+            print_score_header(args)
+            print_score_row(worker_rates("a_sound_cot (CLAP)", clap_spec, sound, clap_alone, args, root, env))
+            print_score_row(worker_rates("a_speech_translate (Whisper)", whisper_spec_for, speech, whisper_alone, args, root, env))
+
+
+def print_setting(args: argparse.Namespace, speech_items: int) -> None:
     size = "full-size" if args.full else "tiny"
-    print(f"{args.items} items of {args.clip_seconds:g} s, {size} random-init models on {args.device}, "
-          f"{args.precision}, batch shape {args.batch_size}, {args.in_flight} items in flight, best of {args.repeats}")  # fmt: skip
+    print(f"{args.items} CLAP and {speech_items} Whisper items of {args.clip_seconds:g} s, {size} random-init models on "
+          f"{args.device}, {args.precision}, batch shape {args.batch_size}, {args.in_flight} items in flight, "
+          f"best of {args.repeats}", flush=True)  # fmt: skip
     if args.baseline_items:
-        print(f"before and one by one timed on the first {min(args.baseline_items, args.items)} items")
-    if results:
-        print(
-            f"{'task':30} {'before':>12} {'one by one':>12} {'together':>12}  {'vs one by one':>13}  {'vs before':>9}  "
-            f"identical rows  {'backend alone':>13}  together/backend"
-        )
-    for r in results:
-        print(
-            f"{r['task']:30} {r['before']:7.1f} it/s {r['one_by_one']:7.1f} it/s {r['together']:7.1f} it/s  "
-            f"{r['speedup']:12.2f}x  {r['speedup_before']:8.2f}x  {'yes' if r['identical'] else 'NO':>14}  "
-            f"{r['backend']:8.1f} it/s  {r['together'] / r['backend']:15.2f}"
-        )
-    if pooled:
-        print(f"mmverify score --workers {args.workers}, worker start-up and model loading included")
-        print(
-            f"{'task':32} {'one by one':>14} {'together':>14} {'speed-up':>9}  together/backend  "
-            f"max |score difference| (batch shapes 1 and {args.batch_size})"
-        )
-        for r in pooled:
-            print(
-                f"{r['task']:32} {r['one_by_one']:10.1f} it/s {r['together']:10.1f} it/s {r['speedup']:8.2f}x  "
-                f"{r['together'] / r['backend']:16.2f}  {r['max_delta']:.2g}"
-            )
+        print(f"before and one by one timed on the first {args.baseline_items} items", flush=True)
+
+
+def print_reward_header() -> None:
+    print(
+        f"{'task':30} {'before':>12} {'one by one':>12} {'together':>12}  {'vs one by one':>13}  {'vs before':>9}  "
+        f"identical rows  {'backend alone':>13}  together/backend", flush=True,
+    )  # fmt: skip
+
+
+def print_reward_row(r: dict[str, Any]) -> None:
+    print(
+        f"{r['task']:30} {r['before']:7.1f} it/s {r['one_by_one']:7.1f} it/s {r['together']:7.1f} it/s  "
+        f"{r['speedup']:12.2f}x  {r['speedup_before']:8.2f}x  {'yes' if r['identical'] else 'NO':>14}  "
+        f"{r['backend']:8.1f} it/s  {r['together'] / r['backend']:15.2f}", flush=True,
+    )  # fmt: skip
+
+
+def print_score_header(args: argparse.Namespace) -> None:
+    print(f"mmverify score --workers {args.workers}, worker start-up and model loading included", flush=True)
+    print(
+        f"{'task':32} {'one by one':>14} {'together':>14} {'speed-up':>9}  together/backend  "
+        f"max |score difference| (batch shapes 1 and {args.batch_size})", flush=True,
+    )  # fmt: skip
+
+
+def print_score_row(r: dict[str, Any]) -> None:
+    print(
+        f"{r['task']:32} {r['one_by_one']:10.1f} it/s {r['together']:10.1f} it/s {r['speedup']:8.2f}x  "
+        f"{r['together'] / r['backend']:16.2f}  {r['max_delta']:.2g}", flush=True,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

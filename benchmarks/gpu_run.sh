@@ -2,7 +2,8 @@
 # The GPU figures of batch-first scoring, one part per device call (each fits a 10-minute call):
 #
 #   bash benchmarks/gpu_run.sh models    # CLAP and Whisper front ends; speaker, gender and DreamSim models
-#   bash benchmarks/gpu_run.sh scoring   # end-to-end items/s of a CLAP and a Whisper task (Reward API)
+#   bash benchmarks/gpu_run.sh scoring   # end-to-end items/s of a CLAP and a Whisper task (Reward API);
+#                                        # Whisper on 512 of the 2,048 items: a large-v3 encoder costs ~2 TFLOP a clip
 #   bash benchmarks/gpu_run.sh score     # the same through `mmverify score`, --workers 1 and 2
 #
 # Wheels carried in .whl/ (fetched here by benchmarks/gpu_wheels.sh; WHEELS names another folder)
@@ -71,11 +72,11 @@ case $part in
     run clip_models 200 --full --device "$device" --clips 1024 --batch-size 64 --repeats 2
     run dreamsim_batching 100 --full --device "$device" --pairs 512 --batch-size 64 --repeats 2 ;;
   scoring)
-    run batched_scoring 540 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
+    run batched_scoring 540 --full --device "$device" --items 2048 --whisper-items 512 --in-flight 256 --batch-size 128 \
       --baseline-items 128 --repeats 1 --check 8 ;;
   score)  # a second worker process is a second GIL for the per-item work, and a second model copy
     for workers in 1 2; do  # 2 x 260 s
-      run batched_scoring 260 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
+      run batched_scoring 260 --full --device "$device" --items 2048 --whisper-items 512 --in-flight 256 --batch-size 128 \
         --baseline-items 128 --repeats 1 --workers "$workers" --workers-only
       cp "$out/batched_scoring.log" "$out/score_workers_$workers.log"
     done ;;
