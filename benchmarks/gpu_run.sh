@@ -13,6 +13,7 @@
 set -u
 cd "$(dirname "$0")/.."
 part=${1:?"which part: models, scoring or score"}
+case $part in models | scoring | score) ;; *) echo "unknown part: $part (models, scoring or score)" >&2; exit 2 ;; esac
 out=${OUT:-/tmp/gpu-out}
 python=${PYTHON:-python3}
 device=${DEVICE:-cuda}
@@ -56,11 +57,11 @@ if [ "$quick" = 1 ]; then
       run clip_models 300 --device "$device" --clips 4 --batch-size 2 --check 2 "${size[@]}"
       run dreamsim_batching 300 --device "$device" --pairs 4 --batch-size 2 --check 2 "${size[@]}" ;;
     scoring)
-      run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 "${size[@]}" ;;
+      run batched_scoring 600 --device "$device" --items 8 --whisper-items 4 --in-flight 4 --batch-size 4 --baseline-items 4 \
+        --check 2 "${size[@]}" ;;
     score)
-      run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 \
-        --workers 1 --workers-only "${size[@]}" ;;
-    *) echo "unknown part: $part" >&2; exit 2 ;;
+      run batched_scoring 600 --device "$device" --items 8 --whisper-items 4 --in-flight 4 --batch-size 4 --baseline-items 4 \
+        --check 2 --workers 1 --workers-only "${size[@]}" ;;
   esac
   exit $status
 fi
@@ -80,6 +81,5 @@ case $part in
         --baseline-items 128 --repeats 1 --workers "$workers" --workers-only
       cp "$out/batched_scoring.log" "$out/score_workers_$workers.log"
     done ;;
-  *) echo "unknown part: $part" >&2; exit 2 ;;
 esac
 exit $status

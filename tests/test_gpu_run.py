@@ -7,6 +7,7 @@ assertions are about what it runs and reports, never about speed.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -17,9 +18,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def needs_the_models_extra() -> None:
+    """The script checks for every package its benchmarks import before it runs any."""
+    missing = [name for name in ("dreamsim", "open_clip", "transformers") if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.skip(f"without the [models] extra ({', '.join(missing)})")
+
+
 def gpu_run(part: str, out: Path, **env: str) -> subprocess.CompletedProcess:
-    no_wheels = out.parent / "no-wheels"  # this Python has every package: nothing to install
-    no_wheels.mkdir(exist_ok=True)
+    no_wheels = out / "no-wheels"  # this Python has every package: nothing to install
+    no_wheels.mkdir(parents=True, exist_ok=True)
     variables = {**os.environ, "PYTHON": sys.executable, "DEVICE": "cpu", "QUICK": "1", "OUT": str(out), "WHEELS": str(no_wheels), **env}
     return subprocess.run(
         ["bash", str(REPO / "benchmarks" / "gpu_run.sh"), part], cwd=REPO, env=variables, capture_output=True, text=True
@@ -28,25 +36,33 @@ def gpu_run(part: str, out: Path, **env: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "part, logs, lines",
+    "part, rows",
     [
-        ("models", ["clap_frontend", "whisper_frontend", "clip_models", "dreamsim_batching"], ["torch front end", "alone = in batch"]),
-        ("score", ["batched_scoring"], ["mmverify score --workers 1", "together/backend"]),
+        ("models", {
+            "clap_frontend": ["numpy ClapFeatureExtractor", "torch front end (cpu, float64)"],
+            "whisper_frontend": ["WhisperFeatureExtractor", "torch front end (cpu)"],
+            "clip_models": ["speaker (WavLM x-vector)", "gender (wav2vec2)"],
+            "dreamsim_batching": ["alone = in batch"],
+        }),
+        ("scoring", {"batched_scoring": ["identical rows", "a_sound_cot (CLAP)", "a_speech_translate (Whisper)", "8 CLAP and 4 Whisper items"]}),
+        ("score", {"batched_scoring": ["mmverify score --workers 1", "a_sound_cot (CLAP)", "a_speech_translate (Whisper)"]}),
     ],
-)
-def test_each_part_runs_every_benchmark_and_leaves_its_log(tmp_path: Path, part: str, logs: list[str], lines: list[str]):
+)  # fmt: skip
+def test_each_part_runs_every_benchmark_and_each_prints_its_rows(tmp_path: Path, part: str, rows: dict[str, list[str]]):
+    needs_the_models_extra()
     result = gpu_run(part, tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    for name in logs:
+    for name, lines in rows.items():
         assert f"=== {name} exit 0" in result.stdout
-        assert (tmp_path / f"{name}.log").stat().st_size > 0
-    for line in lines:
-        assert line in result.stdout
+        log = (tmp_path / f"{name}.log").read_text()
+        for line in lines:
+            assert line in log, f"{name}: {line!r} missing from its log"
     assert (tmp_path / "machine.txt").read_text().strip()
 
 
 @pytest.mark.slow
 def test_a_failing_benchmark_fails_the_part_and_a_missing_package_stops_it_first(tmp_path: Path):
+    needs_the_models_extra()
     broken = gpu_run("scoring", tmp_path / "broken", DEVICE="no-such-device")
     assert broken.returncode == 1 and "=== batched_scoring exit 1" in broken.stdout
     assert "error rows" in (tmp_path / "broken" / "batched_scoring.log").read_text()  # not rates of failed rows
@@ -56,4 +72,8 @@ def test_a_failing_benchmark_fails_the_part_and_a_missing_package_stops_it_first
     (shadow / "dreamsim.py").write_text("raise ImportError('not here')\n")  # as on a machine without it
     missing = gpu_run("models", tmp_path / "missing", PYTHONPATH=str(shadow))
     assert missing.returncode == 1 and "a package the benchmarks need is missing" in missing.stderr
+    assert "not here" in missing.stderr  # the shadowed package is what stopped it
     assert "===" not in missing.stdout  # nothing ran
+
+    unknown = gpu_run("everything", tmp_path / "unknown")
+    assert unknown.returncode == 2 and "unknown part" in unknown.stderr

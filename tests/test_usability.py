@@ -101,22 +101,26 @@ def test_dry_run_scores_nothing_and_reports_what_is_missing(tmp_path: Path, monk
 
 
 def test_dry_run_notes_a_batch_shape_the_items_in_flight_cannot_fill(tmp_path: Path, monkeypatch):
-    """A batch holds the requests of the items scored together: batches of 64 rows with 8 items in
-    flight would mostly run padding, which a GPU user should hear of before scoring."""
+    """A batch holds the requests of the items scored together: batches larger than the items in
+    flight, or than the items planned, would mostly run padding -- a GPU user should hear of it
+    before scoring, with the fix that applies."""
     monkeypatch.delenv("MMVERIFY_MODELS", raising=False)
     sf.write(tmp_path / "clip.wav", np.zeros(16_000, dtype=np.float32), 16_000)
-    lines = [{"task": "a_sound_cot", "instance": {"target": "dog"}, "parts": [{"type": "audio", "path": "clip.wav"}]}]
-    manifest = write_manifest(tmp_path / "m.jsonl", lines)
+    line = {"task": "a_sound_cot", "instance": {"target": "dog"}, "parts": [{"type": "audio", "path": "clip.wav"}]}
+    manifest = write_manifest(tmp_path / "m.jsonl", [line] * 16)
 
-    def dry_run(batch_items: int) -> str:
-        model = f"audio_text=clap-hf@{tmp_path / 'clap'}?batch_size=64"
+    def dry_run(batch_size: int, batch_items: int) -> str:
+        model = f"audio_text=clap-hf@{tmp_path / 'clap'}?batch_size={batch_size}"
         arguments = ["score", str(manifest), "--out", str(tmp_path / "out"), "--dry-run", "--model", model, "--batch-items", str(batch_items)]
         result = runner.invoke(app, arguments)
         assert result.exit_code == 0, result.output
         return _flat(result.output)
 
-    assert "audio_text (clap-hf) runs batches of 64 rows, but only 8 items are scored together" in dry_run(8)
-    assert "runs batches of" not in dry_run(64)
+    too_few_in_flight = dry_run(16, 8)
+    assert "audio_text (clap-hf) runs batches of 16 rows, but at most 8 items are scored together" in too_few_in_flight
+    assert "raise --batch-items to 32" in too_few_in_flight
+    assert "runs batches of" not in dry_run(16, 16)
+    assert "only 16 planned items use it: lower its batch_size" in dry_run(64, 64)
 
 
 def test_doctor_lists_every_task_with_its_fix(monkeypatch):

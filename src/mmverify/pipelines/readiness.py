@@ -8,7 +8,7 @@ prints this per task; ``score --dry-run`` prints it for the tasks a manifest use
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from ..tasks.catalog import CATALOG, TASK_REGISTRY, judge_role
 
@@ -96,26 +96,31 @@ def task_readiness(task_id: str) -> TaskReadiness:
     return readiness
 
 
-def batching_notes(tasks: Iterable[str], in_flight: int) -> list[str]:
-    """Backends of ``tasks`` whose batch shape is larger than the items scored together: a batch
-    holds the requests of the items in flight, so it runs partly padding (a lone item pays for the
-    whole batch)."""
+def batching_notes(planned: Mapping[str, int], in_flight: int) -> list[str]:
+    """Backends of the ``planned`` tasks (task -> items) whose batch shape is larger than the items
+    that can be scored together: a batch holds the requests of the items in flight, so it runs
+    partly padding (a lone item pays for the whole batch) unless items ask for several inputs."""
     from ..models.hub import get_hub
 
+    users: dict[str, int] = {}  # capability -> planned items that use it
+    for task, count in planned.items():
+        for need in CATALOG[task].needs:
+            if judge_role(need) is None:
+                users[need] = users.get(need, 0) + count
     hub, notes = get_hub(), []
-    needs = dict.fromkeys(need for task in tasks for need in CATALOG[task].needs if judge_role(need) is None)
-    for capability in needs:
+    for capability, count in users.items():
         try:
             backend = hub.instance(capability)
         except Exception:  # reported among the requirements
             continue
-        rows = backend.rows_per_forward
-        if rows is not None and rows > in_flight:
-            notes.append(
-                f"{capability} ({backend.name}) runs batches of {rows} rows, but only {in_flight} items are scored "
-                f"together (--batch-items): raise --batch-items to {2 * rows} (twice the batch lets decoding overlap "
-                f"the model) or lower its batch_size"
-            )
+        rows, together = backend.rows_per_forward, min(in_flight, count)
+        if rows is None or rows <= together:
+            continue
+        if count > in_flight:
+            advice = f"raise --batch-items to {2 * rows} (twice the batch lets decoding overlap the model) or lower its batch_size"
+        else:
+            advice = f"only {count} planned items use it: lower its batch_size"
+        notes.append(f"{capability} ({backend.name}) runs batches of {rows} rows, but at most {together} items are scored together: {advice}")
     return notes
 
 
@@ -161,5 +166,5 @@ def _dry_run(config: "ScoreConfig", planner: "Planner", lines: Callable[[Path], 
             report.planned[entry.task] = report.planned.get(entry.task, 0) + 1
     report.filtered += planner.stats.skipped_filtered
     report.tasks = readiness(sorted(report.planned))
-    report.notes = batching_notes(sorted(report.planned), config.in_flight)
+    report.notes = batching_notes(report.planned, config.in_flight)
     return report
