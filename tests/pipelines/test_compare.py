@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from mmverify.commands.compare import compare_command
 from mmverify.core.types import Check
-from mmverify.pipelines.compare import bootstrap_means, compare_loaded, compare_runs, render_compare_table
+from mmverify.pipelines.compare import bootstrap_means, compare_loaded, compare_runs
+from mmverify.reports.compare_table import render_compare_table
 from mmverify.pipelines.runs import LoadedRun
 from mmverify.pipelines.results import dumps_row, make_row
 from mmverify.pipelines.summary import cluster_bootstrap_ci

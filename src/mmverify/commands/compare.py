@@ -25,8 +25,9 @@ def compare_command(
     ),
 ) -> None:
     """Per-task and overall differences of mean score (each run minus the first), paired bootstrap 95% CIs."""
-    from ..pipelines.compare import MATCH_MODES, compare_runs, describe_matching, render_compare_table
+    from ..pipelines.compare import MATCH_MODES, compare_runs
     from ..pipelines.summary import AGGREGATIONS
+    from ..reports.compare_table import describe_matching, render_compare_table
 
     if len(runs) < 2:
         fail("compare needs at least two runs (a baseline and one to compare with it)")

@@ -44,7 +44,7 @@ def report_command(
     typer.echo(text, nl=False)
     comparison = None
     if compare:
-        from ..pipelines.compare import describe_matching, render_compare_table
+        from ..reports.compare_table import describe_matching, render_compare_table
         from ..reports.html import compare_with
 
         try:
