@@ -12,6 +12,7 @@ import html
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from .compare_table import fmt_interval, fmt_value
 from .figures import ACCENT, BAD, GOOD, INK, MUTED, _f
 from .style import STYLE
 
@@ -27,16 +28,6 @@ COLUMNS: tuple[str, ...] = ("task", "group", "pairs used", "mean A", "mean B", "
 
 def _e(value: Any) -> str:
     return html.escape(str(value))
-
-
-def _fmt(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return "–"
-    return f"{float(value):+.3f}" if signed else f"{float(value):.3f}"
-
-
-def _fmt_ci(ci: Sequence[float] | None) -> str:
-    return "–" if ci is None else f"[{float(ci[0]):+.3f}, {float(ci[1]):+.3f}]"
 
 
 def delta_interval_svg(delta: float | None, ci: Sequence[float] | None, width: int = 120, height: int = 14, span: float = 1.0) -> str:
@@ -58,7 +49,7 @@ def delta_interval_svg(delta: float | None, ci: Sequence[float] | None, width: i
         parts.append(f'<line x1="{_f(x(low))}" y1="{mid}" x2="{_f(x(high))}" y2="{mid}" stroke="{colour}" stroke-width="2"/>')
     if delta is not None:
         parts.append(f'<circle cx="{_f(x(delta))}" cy="{mid}" r="3.5" fill="{INK}"/>')
-    label = _e(f"difference {_fmt(delta, signed=True)}, 95% CI {_fmt_ci(ci)}, axis from {-span:g} to {span:g}")
+    label = _e(f"difference {fmt_value(delta, signed=True)}, 95% CI {fmt_interval(ci, signed=True)}, axis from {-span:g} to {span:g}")
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" class="ci-bar" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{label}">{"".join(parts)}</svg>'
@@ -67,7 +58,7 @@ def delta_interval_svg(delta: float | None, ci: Sequence[float] | None, width: i
 
 def _delta_cell(entry: Mapping[str, Any]) -> str:
     """The difference, with a marker and colour when its interval excludes 0."""
-    text = _e(_fmt(entry.get("delta"), signed=True))
+    text = _e(fmt_value(entry.get("delta"), signed=True))
     if not entry.get("significant"):
         return f'<td class="num delta">{text}</td>'
     direction = "up" if float(entry["delta"]) > 0 else "down"
@@ -77,14 +68,14 @@ def _delta_cell(entry: Mapping[str, Any]) -> str:
 
 def _ci_cell(entry: Mapping[str, Any]) -> str:
     ci = entry.get("ci95")
-    return f'<td class="num">{_e(_fmt_ci(ci))}<br>{delta_interval_svg(entry.get("delta"), ci)}</td>'
+    return f'<td class="num">{_e(fmt_interval(ci, signed=True))}<br>{delta_interval_svg(entry.get("delta"), ci)}</td>'
 
 
 def _task_row(task: str, entry: Mapping[str, Any]) -> str:
     return (
         f'<tr data-task-row="{_e(task)}"><td>{_e(task)}</td><td>{_e(entry.get("group") or "?")}</td>'
-        f'<td class="num">{_e(entry.get("n", 0))}</td><td class="num">{_fmt(entry.get("mean_a"))}</td>'
-        f'<td class="num">{_fmt(entry.get("mean_b"))}</td>{_delta_cell(entry)}{_ci_cell(entry)}'
+        f'<td class="num">{_e(entry.get("n", 0))}</td><td class="num">{fmt_value(entry.get("mean_a"))}</td>'
+        f'<td class="num">{fmt_value(entry.get("mean_b"))}</td>{_delta_cell(entry)}{_ci_cell(entry)}'
         f'<td class="num">{_e(entry.get("n_error_a", 0))}/{_e(entry.get("n_error_b", 0))}</td>'
         f'<td class="num">{_e(entry.get("only_a", 0))}/{_e(entry.get("only_b", 0))}</td></tr>'
     )
@@ -94,8 +85,8 @@ def _overall_row(comparison: Mapping[str, Any]) -> str:
     overall, errors, unmatched = comparison["overall"], comparison["errors"], comparison["unmatched"]
     return (
         f'<tr class="overall"><td>overall ({_e(overall.get("tasks", 0))} tasks)</td><td>macro mean</td>'
-        f'<td class="num">{_e(overall.get("n", 0))}</td><td class="num">{_fmt(overall.get("mean_a"))}</td>'
-        f'<td class="num">{_fmt(overall.get("mean_b"))}</td>{_delta_cell(overall)}{_ci_cell(overall)}'
+        f'<td class="num">{_e(overall.get("n", 0))}</td><td class="num">{fmt_value(overall.get("mean_a"))}</td>'
+        f'<td class="num">{fmt_value(overall.get("mean_b"))}</td>{_delta_cell(overall)}{_ci_cell(overall)}'
         f'<td class="num">{_e(errors["a"])}/{_e(errors["b"])}</td>'
         f'<td class="num">{_e(unmatched["only_a"])}/{_e(unmatched["only_b"])}</td></tr>'
     )

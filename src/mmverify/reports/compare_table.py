@@ -7,19 +7,20 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 
-def _fmt(value: float | None, signed: bool = False) -> str:
+def fmt_value(value: float | None, signed: bool = False) -> str:
+    """A mean or a difference to 3 decimals (``–`` for none); the HTML comparison uses it too."""
     if value is None:
         return "–"
-    return f"{value:+.3f}" if signed else f"{value:.3f}"
+    return f"{float(value):+.3f}" if signed else f"{float(value):.3f}"
 
 
-def _fmt_ci(ci: Sequence[float] | None) -> str:
-    return "–" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+def fmt_interval(ci: Sequence[float] | None, signed: bool = False) -> str:
+    return "–" if ci is None else f"[{fmt_value(ci[0], signed)}, {fmt_value(ci[1], signed)}]"
 
 
 def _delta_cell(entry: Mapping[str, Any]) -> str:
     """The difference, coloured and starred when its interval excludes 0."""
-    text = _fmt(entry.get("delta"), signed=True)
+    text = fmt_value(entry.get("delta"), signed=True)
     if not entry.get("significant"):
         return text
     colour = "green" if entry["delta"] > 0 else "red"
@@ -33,13 +34,13 @@ def _add_comparison_rows(table: Any, comparison: Mapping[str, Any], several: boo
         table.add_row(f"[bold]{escape(comparison['b'])} − {escape(comparison['a'])}[/bold]")
     for task, entry in comparison["tasks"].items():
         table.add_row(
-            escape(task), str(entry["n"]), _fmt(entry["mean_a"]), _fmt(entry["mean_b"]), _delta_cell(entry), _fmt_ci(entry["ci95"]),
+            escape(task), str(entry["n"]), fmt_value(entry["mean_a"]), fmt_value(entry["mean_b"]), _delta_cell(entry), fmt_interval(entry["ci95"]),
             f"{entry['n_error_a']}/{entry['n_error_b']}", f"{entry['only_a']}/{entry['only_b']}",
         )  # fmt: skip
     overall, errors, unmatched = comparison["overall"], comparison["errors"], comparison["unmatched"]
     table.add_row(
-        f"[bold]overall[/bold] ({overall['tasks']} tasks)", str(overall["n"]), _fmt(overall["mean_a"]), _fmt(overall["mean_b"]),
-        _delta_cell(overall), _fmt_ci(overall["ci95"]), f"{errors['a']}/{errors['b']}", f"{unmatched['only_a']}/{unmatched['only_b']}",
+        f"[bold]overall[/bold] ({overall['tasks']} tasks)", str(overall["n"]), fmt_value(overall["mean_a"]), fmt_value(overall["mean_b"]),
+        _delta_cell(overall), fmt_interval(overall["ci95"]), f"{errors['a']}/{errors['b']}", f"{unmatched['only_a']}/{unmatched['only_b']}",
         end_section=True,
     )  # fmt: skip
 
