@@ -19,8 +19,10 @@ the speed-ups of together over both, whether together's rows are byte-identical 
 scoring at the same batch shape, and together's share of the backend's own batched throughput
 (the same clips, decoded and resampled beforehand, through the backend alone at ``--batch-size``).
 ``--baseline-items`` times the two slow ways on the first N items only (a rate per item either way).  Before and one by one run at batch shape 1 (nothing padded: the
-fastest way to score single items); together at ``--batch-size``.  Timings are the best of
-``--repeats``.
+fastest way to score single items); together at ``--batch-size``, with ``--rows`` placing the
+inputs in a batch (by content: each in the row its content picks, so rows are the same bytes
+however items are grouped; packed: every row used; auto: by content on a CPU).  Timings are the
+best of ``--repeats``.
 
     python3 benchmarks/batched_scoring.py --items 64 --in-flight 32
     python3 benchmarks/batched_scoring.py --full --device cuda --items 2048 --in-flight 256 --batch-size 128
@@ -244,6 +246,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=16, help="fixed Whisper decode length")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
+    parser.add_argument("--rows", default="auto", choices=("auto", "content", "packed"), help="where inputs sit in a batch (auto: by content on a CPU, packed on a GPU)")
     parser.add_argument("--full", action="store_true", help="full-size CLAP and large-v3-sized Whisper")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--check", type=int, default=16, help="items scored one by one at the batch shape, for the identity check")
@@ -271,7 +274,7 @@ def main() -> None:
 
         def reward_for(spec: str) -> Callable[[int, int, str], Reward]:
             def build(flight: int, shape: int, features: str) -> Reward:
-                models = spec.format(options=f"batch_size={shape}&features={features}")
+                models = spec.format(options=f"batch_size={shape}&features={features}&rows={args.rows}")
                 return Reward(
                     models=models, device=args.device, precision=args.precision, env=env, in_flight=flight, cache_dir=root / "cache"
                 )
@@ -290,7 +293,7 @@ def main() -> None:
         from mmverify.models.clap import HFClap
         from mmverify.models.whisper import HFWhisper
 
-        options = {"device": args.device, "batch_size": args.batch_size, "precision": args.precision}
+        options = {"device": args.device, "batch_size": args.batch_size, "precision": args.precision, "rows": args.rows}
         speech_clips = clips[: args.whisper_items] if args.whisper_items else clips
         speech = speech[: len(speech_clips)]
         clap_alone = backend_alone(lambda: HFClap(source=str(clap), **options), lambda m, audio: m.embed_audio(audio), clips, args)
@@ -304,8 +307,8 @@ def main() -> None:
             print_reward_row(compare("a_sound_cot (CLAP)", reward_for(f"audio_text=clap-hf@{clap}?{{options}}"), sound, clap_alone, args))
             print_reward_row(compare("a_speech_translate (Whisper)", reward_for(whisper_spec), speech, whisper_alone, args))
         if args.workers:
-            clap_spec = lambda shape: f"audio_text=clap-hf@{clap}?batch_size={shape}"  # noqa: E731
-            whisper_spec_for = lambda shape: whisper_spec.format(options=f"batch_size={shape}")  # noqa: E731
+            clap_spec = lambda shape: f"audio_text=clap-hf@{clap}?batch_size={shape}&rows={args.rows}"  # noqa: E731
+            whisper_spec_for = lambda shape: whisper_spec.format(options=f"batch_size={shape}&rows={args.rows}")  # noqa: E731
             print_score_header(args)
             print_score_row(worker_rates("a_sound_cot (CLAP)", clap_spec, sound, clap_alone, args, root, env))
             print_score_row(worker_rates("a_speech_translate (Whisper)", whisper_spec_for, speech, whisper_alone, args, root, env))
@@ -314,7 +317,7 @@ def main() -> None:
 def print_setting(args: argparse.Namespace, speech_items: int) -> None:
     size = "full-size" if args.full else "tiny"
     print(f"{args.items} CLAP and {speech_items} Whisper items of {args.clip_seconds:g} s, {size} random-init models on "
-          f"{args.device}, {args.precision}, batch shape {args.batch_size}, {args.in_flight} items in flight, "
+          f"{args.device}, {args.precision}, batch shape {args.batch_size}, rows {args.rows}, {args.in_flight} items in flight, "
           f"best of {args.repeats}", flush=True)  # fmt: skip
     if args.baseline_items:
         print(f"before and one by one timed on the first {args.baseline_items} items", flush=True)

@@ -32,57 +32,7 @@ sys.path.insert(0, str(REPO / "src"))
 from batched_scoring import best_rate  # noqa: E402  (this folder: best of --repeats timings)
 from mmverify.models.gender import Wav2Vec2Gender  # noqa: E402
 from mmverify.models.speaker import WavLMSpeaker  # noqa: E402
-
-SR = 16_000
-# two narrow transformer layers over a narrow seven-layer conv encoder (its strides are the real ones)
-NARROW = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128, "conv_dim": (64,) * 7}
-
-
-def save_with_extractor(model: Any, folder: Path) -> Path:
-    from transformers import Wav2Vec2FeatureExtractor
-
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=SR, padding_value=0.0, do_normalize=True, return_attention_mask=True).save_pretrained(folder)
-    return folder
-
-
-def wavlm_xvector(folder: Path, full: bool) -> Path:
-    """wavlm-base-sv's sizes (transformers' WavLMConfig defaults, group-norm feature encoder) with
-    ``--full``; else a narrow two-layer one."""
-    import torch
-    from transformers import WavLMConfig, WavLMForXVector
-
-    small = {} if full else {**NARROW, "tdnn_dim": (64, 64, 64, 64, 256)}
-    torch.manual_seed(0)
-    return save_with_extractor(WavLMForXVector(WavLMConfig(**small)).eval(), folder)
-
-
-def wav2vec2_classifier(folder: Path, full: bool) -> Path:
-    """The large wav2vec2 (XLSR-53) classifier's sizes with ``--full``; else a narrow two-layer one."""
-    import torch
-    from transformers import Wav2Vec2Config, Wav2Vec2ForSequenceClassification
-
-    large = {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096}
-    sizes = large if full else NARROW
-    config = Wav2Vec2Config(
-        **sizes, feat_extract_norm="layer", do_stable_layer_norm=True, conv_bias=True, num_labels=2,
-        id2label={0: "female", 1: "male"}, label2id={"female": 0, "male": 1},
-    )  # fmt: skip
-    torch.manual_seed(0)
-    return save_with_extractor(Wav2Vec2ForSequenceClassification(config).eval(), folder)
-
-
-def synth_clips(count: int, seconds: float) -> list[np.ndarray]:
-    rng = np.random.default_rng(11)
-    t = np.arange(int(seconds * SR)) / SR
-    clips = []
-    for _ in range(count):
-        f0 = rng.uniform(90, 260)
-        voiced = sum(np.sin(2 * np.pi * f0 * k * t) / k for k in range(1, 6)) * (0.5 + 0.5 * np.sin(2 * np.pi * rng.uniform(2, 5) * t))
-        clips.append((0.2 * voiced + 0.01 * rng.standard_normal(t.size)).astype(np.float32))
-    return clips
-
+from mmverify.testing.speech_models import build_wav2vec2_gender, build_wavlm_xvector, voiced_clips  # noqa: E402
 
 def measure(name: str, make: Callable[[int], Any], call: Callable[[Any, list[np.ndarray]], np.ndarray], clips: list[np.ndarray], args: argparse.Namespace) -> dict[str, Any]:
     single, batched = make(1), make(args.batch_size)
@@ -105,18 +55,19 @@ def main() -> None:
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
     parser.add_argument("--full", action="store_true", help="wavlm-base-sv and wav2vec2-large sizes")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--rows", default="auto", choices=("auto", "content", "packed"), help="where inputs sit in a batch (auto: by content on a CPU)")
     parser.add_argument("--check", type=int, default=8, help="clips embedded alone on the batched backend, for the identity check")
     args = parser.parse_args()
 
     from mmverify.envfix import install_torchvision_op_stubs
 
     install_torchvision_op_stubs()  # lets transformers import where torchvision's compiled ops cannot load
-    clips = synth_clips(args.clips, args.clip_seconds)
+    clips = voiced_clips(args.clips, args.clip_seconds)
     with tempfile.TemporaryDirectory() as tmp:
-        speaker, gender = wavlm_xvector(Path(tmp) / "wavlm", args.full), wav2vec2_classifier(Path(tmp) / "gender", args.full)
+        speaker, gender = build_wavlm_xvector(Path(tmp) / "wavlm", args.full), build_wav2vec2_gender(Path(tmp) / "gender", args.full)
 
         def backend(cls: Any, folder: Path) -> Callable[[int], Any]:
-            return lambda shape: cls(source=str(folder), device=args.device, batch_size=shape, precision=args.precision)
+            return lambda shape: cls(source=str(folder), device=args.device, batch_size=shape, precision=args.precision, rows=args.rows)
 
         def probabilities(model: Any, batch: list[np.ndarray]) -> np.ndarray:
             return np.array([[row[label] for label in model.labels] for row in model.classify(batch)], dtype=np.float32)
@@ -127,7 +78,7 @@ def main() -> None:
         ]
     size = "full-size" if args.full else "small"
     print(f"{args.clips} clips of {args.clip_seconds:g} s, {size} random-init models on {args.device}, {args.precision}, "
-          f"batch shape {args.batch_size}, best of {args.repeats}")  # fmt: skip
+          f"batch shape {args.batch_size}, rows {args.rows}, best of {args.repeats}")  # fmt: skip
     print(f"{'backend':28} {'one by one':>14} {'batched':>14} {'speed-up':>9}  alone = in batch  max |delta| vs batch shape 1")
     for r in results:
         print(

@@ -54,6 +54,7 @@ def main() -> None:
     parser.add_argument("--type", default="ensemble", choices=("ensemble", "open_clip_vitb32"), help="DreamSim type")
     parser.add_argument("--full", action="store_true", help="dreamsim's ViT-B backbones (else narrow ones)")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--rows", default="auto", choices=("auto", "content", "packed"), help="where inputs sit in a batch (auto: by content on a CPU)")
     parser.add_argument("--check", type=int, default=8, help="pairs scored alone on the batched backend, for the identity check")
     args = parser.parse_args()
 
@@ -69,14 +70,14 @@ def main() -> None:
         folder = write_release(Path(tmp) / "dreamsim", args.type, width)
         source = f"{args.type}@{folder}"
         single = DreamSimBackend(source=source, device=args.device, batch_size=1)
-        batched = DreamSimBackend(source=source, device=args.device, batch_size=args.batch_size)
+        batched = DreamSimBackend(source=source, device=args.device, batch_size=args.batch_size, rows=args.rows)
         single.similarity(pairs[:1]), batched.similarity(pairs[:1])  # loads outside the timing
         one_rate, one_scores = best_rate(lambda: [single.similarity([pair])[0] for pair in pairs], len(pairs), args.repeats)
         batch_rate, batch_scores = best_rate(lambda: batched.similarity(pairs), len(pairs), args.repeats)
         alone = [batched.similarity([pair])[0] for pair in pairs[: args.check]]
     size = "ViT-B" if args.full else f"narrow ({NARROW_WIDTH}-wide)"
     print(f"{args.pairs} image pairs, DreamSim {args.type} with {size} random-init backbones on {args.device}, "
-          f"batch shape {args.batch_size}, best of {args.repeats}")  # fmt: skip
+          f"batch shape {args.batch_size}, rows {args.rows}, best of {args.repeats}")  # fmt: skip
     print(f"{'one by one':>16} {'batched':>16} {'speed-up':>9}  alone = in batch  max |delta| vs batch shape 1")
     identical = alone == batch_scores[: args.check]
     delta = float(np.max(np.abs(np.asarray(one_scores) - np.asarray(batch_scores))))

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from mmverify.core.media import load_audio
+from mmverify.testing.speech_models import save_audio_checkpoint as save_audio_model  # noqa: F401  (used by the model tests)
 
 SR = 16_000
 ESPEAK = shutil.which("espeak-ng")
@@ -49,15 +50,3 @@ def chirp(seconds: float, f0: float, f1: float, seed: int = 0) -> np.ndarray:
     t = np.arange(int(seconds * SR)) / SR
     phase = 2 * np.pi * (f0 * t + (f1 - f0) * t**2 / (2 * max(seconds, 1e-9)))
     return (0.4 * np.sin(phase) + noise(seconds, seed, 0.02)[: t.size]).astype(np.float32)
-
-
-def save_audio_model(model, folder, sample_rate: int = 16000):  # type: ignore[no-untyped-def]
-    """Save a tiny audio model with the 16 kHz feature extractor its backend expects."""
-    from transformers import Wav2Vec2FeatureExtractor
-
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    Wav2Vec2FeatureExtractor(
-        feature_size=1, sampling_rate=sample_rate, padding_value=0.0, do_normalize=True, return_attention_mask=True
-    ).save_pretrained(folder)
-    return folder

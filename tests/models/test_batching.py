@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from mmverify.models.batching import BatchRound, compute_now, forward, outside_round, shape_chunks
+from mmverify.models.batching import BatchRound, compute_now, forward, outside_round
+from mmverify.models.rows import content_digest
 from mmverify.pipelines.deadlines import deadline
 from mmverify.pipelines.execute import ItemTimeout
 
@@ -24,12 +25,62 @@ class Recorder:
         return [2 * x for x in batch]
 
 
-def test_chunks_are_grouped_by_shape_and_padded_to_the_batch_size():
-    assert shape_chunks(["a", "b", "a", "a", "b"], 2) == [[0, 2], [3], [1, 4]]
+def slot(value, rows: int) -> int:
+    return content_digest(value) % rows
+
+
+def numbers_in_rows(rows: int, wanted: list[int], start: int = 1) -> list[int]:
+    """The first numbers from ``start`` on whose rows (of ``rows``) are ``wanted``, in order."""
+    found, n = [], start
+    for row in wanted:
+        while slot(n, rows) != row or n in found:
+            n += 1
+        found.append(n)
+        n = start
+    return found
+
+
+def test_each_input_sits_in_the_row_its_content_picks_and_inputs_wanting_one_row_take_turns():
+    a, b, c = numbers_in_rows(4, [1, 3, 1])  # a and c want the same row
+    big = numbers_in_rows(4, [2], start=100)[0]
     model = Recorder()
-    assert compute_now([1, 20, 3, 40, 5], model, 2, shape=lambda x: x >= 10) == [2, 40, 6, 80, 10]
-    assert model.batches == [[1, 3], [5, 5], [20, 40]]  # the short chunk filled with copies of its first input
+    assert compute_now([a, big, b, c], model, 4, shape=lambda x: x >= 100) == [2 * a, 2 * big, 2 * b, 2 * c]
+    # one shape at a time; free rows hold copies of the batch's first input
+    assert model.batches == [[a, a, a, b], [c, c, c, c], [big, big, big, big]]
     assert forward(object(), "kind", [], model, 2) == []
+
+
+def test_identical_inputs_share_one_row_and_each_gets_its_own_output():
+    calls = []
+
+    def model(batch):
+        calls.append(list(batch))
+        return [[x] for x in batch]  # a mutable output per row
+
+    outputs = compute_now(["clip", "clip", "clip"], model, 2)
+    assert len(calls) == 1 and outputs == [["clip"]] * 3
+    outputs[0].append("changed")
+    assert outputs[1] == ["clip"] and outputs[2] == ["clip"]  # copies, not one shared object
+
+
+def test_an_output_does_not_depend_on_what_else_is_computed():
+    """A model whose rounding depends on the row (some CPU kernels': see models/rows.py) gives an
+    input the same output alone, beside any others, and in a round with other members."""
+
+    def by_row(batch):
+        return [x + row / 1000 for row, x in enumerate(batch)]
+
+    alone = {x: compute_now([x], by_row, 4)[0] for x in range(1, 13)}
+    assert len({round(alone[x] - x, 6) for x in alone}) > 1  # the inputs do use different rows
+    assert compute_now(list(range(1, 13)), by_row, 4) == [alone[x] for x in range(1, 13)]
+    assert compute_now(list(range(12, 0, -1)), by_row, 4) == [alone[x] for x in range(12, 0, -1)]
+    owner, results = object(), {}
+    batch_round = BatchRound(stall_s=None)
+    start = threading.Barrier(12)
+    jobs = [(x, lambda x=x: forward(owner, "rows", [x], by_row, 4)) for x in range(1, 13)]
+    _finish(_members(batch_round, jobs, results, start))
+    batch_round.close()
+    assert results == {x: [alone[x]] for x in range(1, 13)}
 
 
 def test_a_model_giving_the_wrong_number_of_outputs_is_an_error():
@@ -60,6 +111,20 @@ def _finish(threads: list[threading.Thread], patience_s: float = 120.0) -> None:
         assert not thread.is_alive(), "the members never finished: the round is deadlocked"
 
 
+def test_packed_rows_fill_every_row_in_order_and_identical_inputs_still_share_one():
+    model = Recorder()
+    assert compute_now([5, 6, 5, 7, 8, 9], model, 4, by_content=False) == [10, 12, 10, 14, 16, 18]
+    assert model.batches == [[5, 6, 7, 8], [9, 9, 9, 9]]
+    owner, results = object(), {}
+    batch_round = BatchRound(stall_s=None)
+    start = threading.Barrier(3)
+    jobs = [(n, lambda n=n: forward(owner, "double", [n], model, 4, by_content=False)) for n in (1, 2, 3)]
+    _finish(_members(batch_round, jobs, results, start))
+    batch_round.close()
+    assert results == {1: [2], 2: [4], 3: [6]}
+    assert sorted(model.batches[-1][:3]) == [1, 2, 3] and len(model.batches) == 3  # one batch, rows 0..2
+
+
 def test_requests_of_all_members_share_one_batch():
     model, owner, results = Recorder(), object(), {}
     batch_round = BatchRound(stall_s=None)  # only "every member waits" may run the partial batch
@@ -69,7 +134,8 @@ def test_requests_of_all_members_share_one_batch():
         thread.join()
     batch_round.close()
     assert results == {1: [2], 2: [4], 3: [6]}
-    assert len(model.batches) == 1 and sorted(model.batches[0][:3]) == [1, 2, 3] and len(model.batches[0]) == 8
+    assert len(model.batches) == 1 and len(model.batches[0]) == 8
+    assert all(model.batches[0][slot(n, 8)] == n for n in (1, 2, 3))
 
 
 def test_a_failing_input_fails_only_its_own_request():
@@ -93,15 +159,16 @@ def test_a_full_batch_runs_while_another_member_is_still_working():
         release.wait()  # still preparing its input
         return forward(owner, "double", [7], model, 2)
 
-    threads = _members(batch_round, [("slow", slow), ("full", lambda: forward(owner, "double", [1, 2], model, 2))], results)
+    low, high = numbers_in_rows(2, [0, 1])  # together they fill both rows
+    threads = _members(batch_round, [("slow", slow), ("full", lambda: forward(owner, "double", [high, low], model, 2))], results)
     try:
         threads[1].join()  # served although the other member never asked
-        assert results["full"] == [2, 4] and "slow" not in results
+        assert results["full"] == [2 * high, 2 * low] and "slow" not in results
     finally:
         release.set()
     threads[0].join()
     batch_round.close()
-    assert results["slow"] == [14] and model.batches == [[1, 2], [7, 7]]
+    assert results["slow"] == [14] and model.batches == [[low, high], [7, 7]]
 
 
 def test_a_member_past_its_deadline_leaves_and_its_inputs_are_never_computed():

@@ -123,8 +123,8 @@ def tiny_clap(tmp_path_factory) -> Path:
 def test_the_device_type_keys_outputs_without_loading_the_model(tiny_clap, tmp_path):
     cpu = HFClap(source=str(tiny_clap), device="cpu", batch_size=2, cache=OutputCache(tmp_path / "outputs.sqlite"))
     cuda = HFClap(source=str(tiny_clap), device="cuda:1", batch_size=2, cache=OutputCache(tmp_path / "outputs.sqlite"))
-    assert ";rows=2;device=cpu;" in cpu.fingerprint
-    assert ";rows=2;device=cuda;" in cuda.fingerprint  # the type, never the index
+    assert ";rows=2;row=content;device=cpu;" in cpu.fingerprint
+    assert ";rows=2;device=cuda;" in cuda.fingerprint  # the type, never the index; rows packed there
     assert not cpu._loaded and not cuda._loaded
 
     text = "a dog barking"
@@ -185,3 +185,27 @@ def test_endpoint_names_are_normalised():
     assert endpoint_id("http://[::1]:8000/v1") == "http://[::1]:8000/v1"
     assert endpoint_id("http://example.com/V1") != endpoint_id("http://example.com/v1")  # paths are case-sensitive
     assert endpoint_id("http://example.com/v1?deployment=a") != endpoint_id("http://example.com/v1?deployment=b")
+
+
+def test_rows_are_placed_by_content_on_a_cpu_and_packed_on_an_accelerator_unless_asked(tiny_clap):
+    def backend(device: str, rows: str = "auto") -> HFClap:
+        return HFClap(source=str(tiny_clap), device=device, batch_size=4, rows=rows)
+
+    assert backend("cpu").rows_by_content and not backend("cuda").rows_by_content
+    assert backend("cuda", "content").rows_by_content and not backend("cpu", "packed").rows_by_content
+    assert ";rows=4;device=cpu;" in backend("cpu", "packed").fingerprint  # the rule keys the outputs
+    assert ";rows=4;row=content;device=cuda;" in backend("cuda", "content").fingerprint
+    assert backend("cpu").fingerprint == backend("cpu", "content").fingerprint
+    one_row = HFClap(source=str(tiny_clap), device="cpu", batch_size=1)
+    assert ";rows=1;device=cpu;" in one_row.fingerprint  # a single row has no placement
+    with pytest.raises(ValueError, match="rows must be one of auto, content, packed"):
+        backend("cpu", "sorted")
+
+
+def test_every_batching_backend_takes_the_rows_rule_as_a_spec_option():
+    from mmverify.models.hub import backend_options
+
+    for name in ("clap-hf", "laion-clap", "whisper-hf", "whisper-hf-zh", "whisper-openai", "wavlm-sv", "gender-w2v2", "dreamsim"):
+        assert backend_options(name, {"rows": "packed"}) == {"rows": "packed"}
+        with pytest.raises(ValueError, match="must be one of auto, content, packed"):
+            backend_options(name, {"rows": "sorted"})

@@ -132,10 +132,12 @@ def test_cache_serves_repeated_clips_and_texts(tiny_clap, clips, tmp_path):
     cache = OutputCache(tmp_path / "cache.sqlite")
     clap = CountingClap(source=str(tiny_clap), batch_size=2, cache=cache)
     first = clap.embed_audio(clips)
-    # every forward runs on the fixed batch shape: 5 clips are 3 batches of 2 rows
-    assert clap.audio_calls == [2, 2, 2] and cache.hits == 0
+    # every forward runs on the fixed batch shape: 5 clips take at least 3 batches of 2 rows (more
+    # where two want one row, see models/rows.py)
+    calls = list(clap.audio_calls)
+    assert set(calls) == {2} and len(calls) >= 3 and cache.hits == 0
     again = clap.embed_audio(clips)
-    assert clap.audio_calls == [2, 2, 2] and cache.hits == len(clips)
+    assert clap.audio_calls == calls and cache.hits == len(clips)
     assert first.tobytes() == again.tobytes()
     # Another process (a fresh backend on the same cache file) reuses the entries; only the new clip runs.
     other = CountingClap(source=str(tiny_clap), batch_size=2, cache=OutputCache(tmp_path / "cache.sqlite"))
@@ -148,8 +150,10 @@ def test_cache_serves_repeated_clips_and_texts(tiny_clap, clips, tmp_path):
     assert mixed[0].tobytes() == first[0].tobytes() and mixed[2].tobytes() == first[2].tobytes()
     texts = ["a bell", "a bell", "a drum"]
     clap.embed_text(texts)
+    text_calls = list(clap.text_calls)
+    assert set(text_calls) == {2} and len(text_calls) in (1, 2)  # two texts: one batch, or two if they want one row
     clap.embed_text(texts)
-    assert clap.text_calls == [2, 2] and cache.hits == len(clips) + 3
+    assert clap.text_calls == text_calls and cache.hits == len(clips) + 3
 
 
 def test_clips_are_hashed_only_where_a_crop_or_the_cache_needs_it(tiny_clap, clips):
@@ -215,8 +219,9 @@ def test_padding_rule_keys_the_cache_and_the_front_end(tiny_clap, clips, tmp_pat
     cache = OutputCache(tmp_path / "cache.sqlite")
     clap = CountingClap(source=str(tiny_clap), batch_size=2, cache=cache)
     zero = clap.embed_audio(clips[:2])
+    zero_calls = len(clap.audio_calls)
     tiled = clap.embed_audio(clips[:2], padding="repeat")
-    assert clap.audio_calls == [2, 2] and cache.hits == 0  # no entry is served across padding rules
+    assert len(clap.audio_calls) > zero_calls and cache.hits == 0  # no entry is served across padding rules
     view = clap.front_end("repeat")
     assert view.embed_audio(clips[:2]).tobytes() == tiled.tobytes() and cache.hits == 2
     assert clap.front_end().embed_audio(clips[:2]).tobytes() == zero.tobytes() and cache.hits == 4
@@ -276,8 +281,8 @@ def test_fused_checkpoints_are_deterministic_too(tmp_path, clips):
 def test_front_end_and_precision_are_part_of_the_fingerprint(tiny_clap, clips, tmp_path):
     base = HFClap(source=str(tiny_clap), features="numpy")
     # the checkpoint, the fixed batch shape that outputs depend on (models/batching.py) and the device type
-    assert base.fingerprint == f"clap-hf:{checkpoint_digest(tiny_clap)};rows=8;device={base.device_type}"
-    assert HFClap(source=str(tiny_clap), features="numpy", batch_size=32).fingerprint.endswith(f";rows=32;device={base.device_type}")
+    assert base.fingerprint == f"clap-hf:{checkpoint_digest(tiny_clap)};rows=8;row=content;device={base.device_type}"
+    assert HFClap(source=str(tiny_clap), features="numpy", batch_size=32).fingerprint.endswith(f";rows=32;row=content;device={base.device_type}")
     variants = {
         (features, precision): HFClap(source=str(tiny_clap), features=features, precision=precision)
         for features in ("numpy", "torch") for precision in ("fp32", "bf16")
@@ -293,7 +298,7 @@ def test_front_end_and_precision_are_part_of_the_fingerprint(tiny_clap, clips, t
         backend = CountingClap(source=str(tiny_clap), features=features, precision=precision, cache=cache, batch_size=2)
         backend.embed_audio(clips[:2])
         backend.embed_text(["a bell"])
-        assert backend.audio_calls == [2] and backend.text_calls == [2]  # one text, padded to the batch shape
+        assert set(backend.audio_calls) == {2} and backend.text_calls == [2]  # one text, padded to the batch shape
     assert cache.hits == 0
 
 

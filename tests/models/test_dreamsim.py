@@ -101,7 +101,7 @@ def test_fingerprint(backend: DreamSimBackend, weights: Path) -> None:
     same = DreamSimBackend(source=f"open_clip_vitb32@{weights}", batch_size=backend.batch_size)
     assert same.fingerprint == backend.fingerprint
     # outputs depend on the batch shape and the device type
-    assert backend.fingerprint.endswith(f";rows={backend.batch_size};device={backend.device_type}")
+    assert backend.fingerprint.endswith(f";rows={backend.batch_size};row=content;device={backend.device_type}")
 
 
 @pytest.mark.filterwarnings("ignore:`torch.nn.utils.weight_norm` is deprecated:FutureWarning")

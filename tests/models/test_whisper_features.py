@@ -199,7 +199,7 @@ def test_both_front_ends_transcribe_identically(tiny_hf):
 def test_front_end_is_part_of_the_fingerprint(tiny_hf, tmp_path):
     via_numpy = HFWhisper(source=str(tiny_hf), features="numpy")
     # checkpoint, batch shape and device type
-    assert via_numpy.fingerprint == f"whisper-hf:{checkpoint_digest(tiny_hf)};rows=8;device={via_numpy.device_type}"
+    assert via_numpy.fingerprint == f"whisper-hf:{checkpoint_digest(tiny_hf)};rows=8;row=content;device={via_numpy.device_type}"
     assert HFWhisper(source=str(tiny_hf)).fingerprint == f"{via_numpy.fingerprint};features=torch-log-mel/1"
     cache = OutputCache(tmp_path / "cache.sqlite")
     clip = speechlike_corpus()[1]

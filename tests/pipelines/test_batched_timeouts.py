@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from mmverify.core.types import Check, Instance
-from mmverify.models.batching import BatchRound, forward, owner_lock
+from mmverify.models.batching import BatchRound, forward
+from mmverify.models.compute_locks import owner_lock
 from mmverify.pipelines import execute
 from mmverify.pipelines.batch import score_together
 from mmverify.pipelines.deadlines import deadline

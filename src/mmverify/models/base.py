@@ -68,6 +68,7 @@ def pick_device(preferred: str | None = None) -> str:
     return "cpu"
 
 
+ROW_RULES = ("auto", "content", "packed")  # where inputs sit in a batch: see Backend.rows_by_content
 PRECISIONS = ("fp32", "bf16", "fp16")  # what ``--precision`` and a spec's ``precision`` option accept
 PRECISION_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # torch dtype names
 
@@ -216,9 +217,12 @@ class Backend(ABC):
     extra: ClassVar[str] = "models"
     needs_torch: ClassVar[bool] = True  # False for backends without neural weights (no device, no torch import)
 
-    def __init__(self, source: str | None = None, device: str | None = None, batch_size: int = 8) -> None:
+    def __init__(self, source: str | None = None, device: str | None = None, batch_size: int = 8, rows: str = "auto") -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        if rows not in ROW_RULES:
+            raise ValueError(f"rows must be one of {', '.join(ROW_RULES)}, got {rows!r}")
+        self.row_rule = rows
         self.source = source or setting(f"MMVERIFY_{self.name.upper().replace('-', '_')}_SOURCE") or self.default_source
         self.requested_device = device
         self.batch_size = batch_size
@@ -273,7 +277,14 @@ class Backend(ABC):
         items' requests when scored together (see :func:`.batching.forward`)."""
         from .batching import forward, one_shape
 
-        return forward(self, kind, inputs, compute, self.rows_per_forward or 1, shape or one_shape)
+        return forward(self, kind, inputs, compute, self.rows_per_forward or 1, shape or one_shape, self.rows_by_content)
+
+    @property
+    def rows_by_content(self) -> bool:
+        """Whether each input sits in the row its content picks (``rows=content``, or ``auto`` on a
+        CPU, whose kernels can round a row by its position) rather than packed (``rows=packed``, or
+        ``auto`` on an accelerator): see :mod:`.rows`."""
+        return self.row_rule == "content" or (self.row_rule == "auto" and self.device_type in ("cpu", None))
 
     @property
     def device_type(self) -> str | None:
@@ -292,9 +303,10 @@ class Backend(ABC):
 
     @property
     def shape_tag(self) -> str:
-        """``;rows=<batch rows>`` (when outputs depend on the batch shape) and ``;device=<type>``."""
+        """``;rows=<batch rows>`` (when outputs depend on the batch shape), ``;row=content`` (inputs
+        sit in the row their content picks, see :mod:`.rows`) and ``;device=<type>``."""
         rows = self.rows_per_forward
-        tag = "" if rows is None else f";rows={rows}"
+        tag = "" if rows is None else f";rows={rows}" + (";row=content" if rows > 1 and self.rows_by_content else "")
         device = self._tagged_device = self.device_type
         return tag if device is None else f"{tag};device={device}"
 

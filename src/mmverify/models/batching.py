@@ -1,51 +1,43 @@
 """Model forwards on fixed batch shapes, merged across the items scored together.
 
-Every backend runs its model through :func:`forward`.  Inputs are grouped by shape, cut into
-chunks of the backend's batch size, and each chunk is padded to exactly that many rows (copies of
-its first input) before the model sees it.  Kernels pick their algorithm, and so their summation
-order, by tensor shape: a clip embedded beside three others and beside seven differs in the last
-bits.  With one shape per backend, a row's output depends on its own input alone, so items scored
-together -- their requests merged into shared batches -- give the same bytes as items scored one
-at a time.  The price is that a lone input costs a whole batch; lower a backend's ``batch_size``
-(``--model audio_text=clap-hf?batch_size=2``) where items come one by one.
+Every backend runs its model through :func:`forward`.  Inputs are grouped by shape and every
+forward holds exactly the backend's batch size of rows -- kernels pick their algorithm, and so
+their rounding, by shape -- the free rows padded with copies.  Each input sits in the row its
+content picks, or rows are packed, by the backend's rule (:mod:`.rows`).  By content, a row's
+output depends on its own input alone, so items scored together give the same bytes as items
+scored one at a time.  A lone input costs a whole batch: lower a backend's ``batch_size`` where
+items come one by one.
 
 Outside a :class:`BatchRound`, :func:`forward` computes at once in the calling thread.  Inside one
 (items scored together, see :mod:`mmverify.pipelines.batch`), the item's thread hands its request
-to the round's device thread and waits.  The device thread runs a chunk as soon as a full batch of
-one kind is waiting, and everything that waits once every item thread of the round is waiting on a
-model or done -- so decoding and resampling of some items overlap the model work of others.  A
-chunk that fails is run again request by request, so one bad input fails only its own item.
-
-Two rules keep a round moving when an item thread waits on something other than a model:
+to the round's device thread and waits.  The device thread runs a batch of one kind as soon as it
+fills every row (or twice a batch is waiting), and a batch of every kind once every item thread
+of the round is waiting on a model or done -- so decoding and resampling of some items overlap the
+model work of others.  A batch that fails is run again request by request, so one bad input fails
+only its own item.  Two rules keep a round moving when an item thread waits on something other
+than a model:
 
 * one-off bulk work done under a lock that other items wait on (building a reference index) runs
   :func:`outside_round`: its forwards are computed at once in its own thread, since the items
   blocked on that lock could never join its partial batch;
 * an input that has waited ``stall_s`` seconds runs anyway, in a partial batch -- the item threads
-  that are not waiting are busy elsewhere (a judge call, a slow decode) and would only delay it,
-  however busy the rest of the round is.
+  that are not waiting are busy elsewhere (a judge call, a slow decode) and would only delay it.
 
-Neither can change a byte: a row's output does not depend on what shares its batch.
-
-A backend never computes in two threads at once (:func:`owner_lock`): some models keep per-call
-state on shared modules (openai-whisper's key-value cache hooks), and an item thread computing on
-its own -- outside a round, or scored again alone after timing out in one -- may meet the device
-thread on the same backend.
+A backend never computes in two threads at once (:mod:`.compute_locks`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import weakref
-from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterator, Sequence
 
-Compute = Callable[[list[Any]], Sequence[Any]]
+from .compute_locks import POLL_S, computing, count_running
+from .rows import Compute, Row, RowQueue, Waiting, content_digest, run_rows, share
+
 ShapeOf = Callable[[Any], Hashable]
-_POLL_S = 0.05  # how often a waiting item thread wakes, so a deadline raised in it is delivered
 STALL_S = 1.0  # an input that waited this long runs in a partial batch
 
 
@@ -54,87 +46,27 @@ def one_shape(_: Any) -> None:
     return None
 
 
-def shape_chunks(shapes: Sequence[Hashable], batch_size: int) -> list[list[int]]:
-    """Indices grouped by shape (in order of first appearance), cut into chunks of ``batch_size``."""
-    groups: dict[Hashable, list[int]] = {}
-    for index, shape in enumerate(shapes):
-        groups.setdefault(shape, []).append(index)
-    return [members[i : i + batch_size] for members in groups.values() for i in range(0, len(members), batch_size)]
-
-
-def run_chunk(compute: Compute, inputs: list[Any], batch_size: int) -> list[Any]:
-    """``compute`` on ``inputs`` padded to ``batch_size`` rows; the outputs of the real rows."""
-    if not 0 < len(inputs) <= batch_size:
-        raise ValueError(f"a chunk holds 1..{batch_size} inputs, got {len(inputs)}")
-    padded = inputs + [inputs[0]] * (batch_size - len(inputs))
-    outputs = compute(padded)
-    if len(outputs) != batch_size:
-        raise RuntimeError(f"a batch of {batch_size} inputs gave {len(outputs)} outputs")
-    return [outputs[i] for i in range(len(inputs))]
-
-
-_RUNNING = [0]  # computations running on device threads, process-wide (guarded by _OWNER_LOCKS_GUARD)
-# per owner (a backend): weakly held, so a dropped hub's models can still be freed
-_OWNER_LOCKS: "weakref.WeakKeyDictionary[object, threading.Lock]" = weakref.WeakKeyDictionary()
-_PLAIN_OWNER_LOCKS: dict[int, tuple[object, threading.Lock]] = {}  # owners without weak references (object())
-_OWNER_LOCKS_GUARD = threading.Lock()
-
-
-def computations_running() -> int:
-    """How many chunks device threads are computing now, in any round of this process; after a
-    round's items are all done, one still running is stuck (a hang in native code)."""
-    with _OWNER_LOCKS_GUARD:
-        return _RUNNING[0]
-
-
-def _running(change: int) -> None:
-    with _OWNER_LOCKS_GUARD:
-        _RUNNING[0] += change
-
-
-def owner_lock(owner: object) -> threading.Lock:
-    """The lock every computation of ``owner`` (a backend) runs under."""
-    with _OWNER_LOCKS_GUARD:
-        try:
-            lock = _OWNER_LOCKS.get(owner)
-            if lock is None:
-                lock = _OWNER_LOCKS[owner] = threading.Lock()
-            return lock
-        except TypeError:  # cannot be weakly referenced: kept (test stand-ins, bare objects)
-            entry = _PLAIN_OWNER_LOCKS.get(id(owner))
-            if entry is None or entry[0] is not owner:
-                entry = _PLAIN_OWNER_LOCKS[id(owner)] = (owner, threading.Lock())
-            return entry[1]
-
-
-@contextmanager
-def _computing(owner: object) -> Iterator[None]:
-    """Hold ``owner``'s lock; waits in short steps, so a deadline raised meanwhile is delivered."""
-    lock, held = owner_lock(owner), False
-    try:
-        while not held:
-            held = lock.acquire(timeout=_POLL_S)
-        yield
-    finally:
-        if held:
-            lock.release()
-
-
 def compute_now(
-    inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = one_shape, owner: object = None
+    inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = one_shape, owner: object = None,
+    by_content: bool = True,
 ) -> list[Any]:
-    """Outputs of ``compute`` for ``inputs``, in order, computed in fixed-shape chunks here and now
-    (under ``owner``'s lock when one is named)."""
-    items = list(inputs)
-    outputs: list[Any] = [None] * len(items)
-    for chunk in shape_chunks([shape(item) for item in items], batch_size):
-        if owner is None:
-            computed = run_chunk(compute, [items[i] for i in chunk], batch_size)
-        else:
-            with _computing(owner):
-                computed = run_chunk(compute, [items[i] for i in chunk], batch_size)
-        for index, output in zip(chunk, computed):
-            outputs[index] = output
+    """Outputs of ``compute`` for ``inputs``, in order, computed in fixed-shape batches here and now
+    (under ``owner``'s lock when one is named); ``by_content``: see :class:`.rows.RowQueue`."""
+    outputs: list[Any] = [None] * len(inputs)
+    queues: dict[Hashable, RowQueue] = {}
+    for index, item in enumerate(inputs):
+        queues.setdefault(shape(item), RowQueue(batch_size, by_content)).add(Waiting(item, index, content_digest(item)))
+    for queue in queues.values():
+        for layer in queue.layers():
+            placed = [(row.slot, row.item) for row in layer]
+            if owner is None:
+                computed = run_rows(compute, placed, batch_size)
+            else:
+                with computing(owner):
+                    computed = run_rows(compute, placed, batch_size)
+            for row, output in zip(layer, computed):
+                for waiting, own in zip(row.receivers, share(output, len(row.receivers))):
+                    outputs[waiting.receiver] = own
     return outputs
 
 
@@ -164,18 +96,20 @@ def outside_round() -> Iterator[None]:
 
 
 def forward(
-    owner: object, kind: Hashable, inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = one_shape
+    owner: object, kind: Hashable, inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = one_shape,
+    by_content: bool = True,
 ) -> list[Any]:
     """One output per input, in order.  ``kind`` must name everything besides the inputs that
     changes ``compute``'s result (a padding rule, a language): requests of one ``owner`` and
-    ``kind`` share batches and are computed by whichever of their ``compute`` comes first."""
+    ``kind`` share batches and are computed by whichever of their ``compute`` comes first.
+    ``by_content``: each input in the row its content picks, else rows packed (one rule per owner)."""
     items = list(inputs)
     if not items:
         return []
     batch_round = current_round()
     if batch_round is None:
-        return compute_now(items, compute, batch_size, shape, owner)
-    return batch_round.submit(owner, kind, items, compute, batch_size, shape)
+        return compute_now(items, compute, batch_size, shape, owner, by_content)
+    return batch_round.submit(owner, kind, items, compute, batch_size, shape, by_content)
 
 
 @dataclass(eq=False)
@@ -201,19 +135,16 @@ class _Request:
 class _Group:
     owner: object
     compute: Compute
-    batch_size: int
-    entries: deque = field(default_factory=deque)  # (request, index, input, asked at: monotonic s)
+    queue: RowQueue  # receivers: (request, index of the input in it)
 
-    def pop(self, count: int) -> list[tuple[_Request, int, Any]]:
-        return [self.entries.popleft()[:3] for _ in range(count)]
-
-    def waited(self, now: float) -> float:
-        return now - self.entries[0][3] if self.entries else 0.0
+    @property
+    def ready(self) -> bool:
+        """Every row of the next batch is taken, or so many inputs wait that few rows would stay free."""
+        return self.queue.occupied == self.queue.rows or self.queue.count >= 2 * self.queue.rows
 
 
-def _drain(groups: list[_Group]) -> list[tuple[_Group, list[tuple[_Request, int, Any]]]]:
-    """Every input of ``groups``, in chunks of at most each group's batch size."""
-    return [(g, g.pop(min(g.batch_size, len(g.entries)))) for g in groups for _ in range(-(-len(g.entries) // g.batch_size))]
+def _requests(layer: list[Row]) -> list[_Request]:
+    return list(dict.fromkeys(waiting.receiver[0] for row in layer for waiting in row.receivers))
 
 
 class BatchRound:
@@ -277,9 +208,11 @@ class BatchRound:
             self._changed()
 
     def submit(
-        self, owner: object, kind: Hashable, inputs: list[Any], compute: Compute, batch_size: int, shape: ShapeOf
+        self, owner: object, kind: Hashable, inputs: list[Any], compute: Compute, batch_size: int, shape: ShapeOf,
+        by_content: bool = True,
     ) -> list[Any]:
         request = _Request(len(inputs))
+        digests = [content_digest(item) for item in inputs]  # before the lock: a big clip takes a while
         try:
             with self._lock:
                 if self._closed:
@@ -292,10 +225,10 @@ class BatchRound:
                     key = (id(owner), kind, shape(item))
                     group = self._groups.get(key)
                     if group is None:
-                        group = self._groups[key] = _Group(owner, compute, batch_size)
-                    group.entries.append((request, index, item, now))  # one append: nothing half-queued
+                        group = self._groups[key] = _Group(owner, compute, RowQueue(batch_size, by_content))
+                    group.queue.add(Waiting(item, (request, index), digests[index], now))  # nothing half-queued
                 self._changed()
-            while not request.answered.acquire(timeout=_POLL_S):
+            while not request.answered.acquire(timeout=POLL_S):
                 pass
         except BaseException:  # a deadline or an interrupt: nobody waits for these outputs any more
             with self._lock:
@@ -328,23 +261,26 @@ class BatchRound:
         request.answered.release()
         self._changed()
 
-    def _take(self, now: float) -> list[tuple[_Group, list[tuple[_Request, int, Any]]]]:
-        """Chunks ready to run (lock held): every input of the groups whose oldest input has waited
-        ``stall_s`` (first, so full batches of other groups cannot starve them); else one full
-        batch; else everything once no member is working.  Groups left empty are dropped (a run
-        sees a new clip length, and so a new group, per item)."""
+    def _take(self, now: float) -> list[tuple[_Group, list[Row]]]:
+        """Batches ready to run (lock held): the next of each group whose oldest input has waited
+        ``stall_s`` (first, so full batches of other groups cannot starve them); else one ready
+        batch; else the next of every group once no member is working (the inputs left behind,
+        which wanted a taken row, go in the next batches); everything once closed.  Groups left
+        empty are dropped (a run sees a new clip length, and so a new group, per item)."""
         groups = list(self._groups.values())
-        stale = [g for g in groups if self.stall_s is not None and g.waited(now) >= self.stall_s]
-        full = next((g for g in groups if len(g.entries) >= g.batch_size), None)
-        if stale:
-            work = _drain(stale)
-        elif full is not None:
-            work = [(full, full.pop(full.batch_size))]
-        elif (self._waiting >= self._members and not self._starting) or self._closed:
-            work = _drain(groups)
+        stale = [g for g in groups if self.stall_s is not None and g.queue.waited(now) >= self.stall_s]
+        ready = next((g for g in groups if g.ready), None)
+        if self._closed:
+            work = [(g, layer) for g in groups for layer in g.queue.layers()]
+        elif stale:
+            work = [(g, g.queue.layer()) for g in stale]
+        elif ready is not None:
+            work = [(ready, ready.queue.layer())]
+        elif self._waiting >= self._members and not self._starting:
+            work = [(g, g.queue.layer()) for g in groups if g.queue.count]
         else:
             work = []
-        for key in [key for key, group in self._groups.items() if not group.entries]:
+        for key in [key for key, group in self._groups.items() if not group.queue.count]:
             del self._groups[key]
         return work
 
@@ -352,7 +288,7 @@ class BatchRound:
         """Seconds until the oldest waiting input has waited ``stall_s`` (None: nothing waits)."""
         if self.stall_s is None or not self._groups:
             return None
-        return max(0.0, self.stall_s - max(group.waited(now) for group in self._groups.values()))
+        return max(0.0, self.stall_s - max(group.queue.waited(now) for group in self._groups.values()))
 
     def _serve(self) -> None:
         while True:
@@ -368,48 +304,54 @@ class BatchRound:
                     self._run(group, chunk)
                 except BaseException as exc:  # noqa: BLE001  (the device thread must answer every request)
                     with self._lock:
-                        for request, _, _ in chunk:
+                        for request in _requests(chunk):
                             self._finish(request, exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
 
-    def _run(self, group: _Group, chunk: list[tuple[_Request, int, Any]]) -> None:
+    def _run(self, group: _Group, layer: list[Row]) -> None:
         with self._lock:
-            live = [entry for entry in chunk if not entry[0].finished]
-            for request, _, _ in live:
-                request.started = True
+            live = [row for row in layer if any(not w.receiver[0].finished for w in row.receivers)]
+            for row in live:
+                for waiting in row.receivers:
+                    waiting.receiver[0].started = True
         if not live:
             return
-        _running(1)
+        count_running(1)
         try:
-            with _computing(group.owner):
+            with computing(group.owner):
                 answers, failures = _compute(group, live)
         finally:
-            _running(-1)
+            count_running(-1)
         with self._lock:
             self.batches_run += 1
-            for position, (request, index, _) in enumerate(live):
-                if request.finished:
+            for position, row in enumerate(live):
+                if position not in answers:  # only failed requests wanted it
                     continue
-                if request in failures:
-                    self._finish(request, failures[request])
-                    continue
-                request.outputs[index] = answers[position]
-                request.filled += 1
-                if request.filled == request.size:
-                    self._finish(request)
+                for waiting, output in zip(row.receivers, share(answers[position], len(row.receivers))):
+                    request, index = waiting.receiver
+                    if request.finished or request in failures:
+                        continue
+                    request.outputs[index] = output
+                    request.filled += 1
+                    if request.filled == request.size:
+                        self._finish(request)
+            for request, error in failures.items():
+                self._finish(request, error)
 
 
-def _compute(group: _Group, live: list[tuple[_Request, int, Any]]) -> tuple[dict[int, Any], dict[_Request, BaseException]]:
-    """Outputs by position in ``live``; when the chunk fails, each request's inputs are run again
-    on their own, so a bad input fails only its own request."""
+def _compute(group: _Group, live: list[Row]) -> tuple[dict[int, Any], dict[_Request, BaseException]]:
+    """Outputs by position in ``live``; when the batch fails, each request's rows are run again on
+    their own (in the same rows), so a bad input fails only its own request."""
+    rows = group.queue.rows
     answers: dict[int, Any] = {}
     failures: dict[_Request, BaseException] = {}
     try:
-        answers = dict(enumerate(run_chunk(group.compute, [item for _, _, item in live], group.batch_size)))
+        answers = dict(enumerate(run_rows(group.compute, [(row.slot, row.item) for row in live], rows)))
     except Exception:
-        for request in dict.fromkeys(entry[0] for entry in live):
-            positions = [p for p, entry in enumerate(live) if entry[0] is request]
+        for request in _requests(live):
+            positions = [p for p, row in enumerate(live) if any(w.receiver[0] is request for w in row.receivers)]
             try:
-                answers.update(zip(positions, run_chunk(group.compute, [live[p][2] for p in positions], group.batch_size)))
+                outputs = run_rows(group.compute, [(live[p].slot, live[p].item) for p in positions], rows)
+                answers.update((p, output) for p, output in zip(positions, outputs) if p not in answers)
             except Exception as exc:  # this request's own inputs fail: only its item pays
                 failures[request] = exc
     return answers, failures

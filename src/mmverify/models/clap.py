@@ -106,9 +106,10 @@ class ClapBackend(Backend):
     crop_policy = CROP_POLICY
 
     def __init__(
-        self, source: str | None = None, device: str | None = None, batch_size: int = 8, cache: OutputCache | None = None
+        self, source: str | None = None, device: str | None = None, batch_size: int = 8, cache: OutputCache | None = None,
+        rows: str = "auto",
     ) -> None:
-        super().__init__(source=source, device=device, batch_size=batch_size)
+        super().__init__(source=source, device=device, batch_size=batch_size, rows=rows)
         self.cache = cache
         self.sample_rate = 48_000
         self._torch: Any = None
@@ -262,11 +263,12 @@ class HFClap(ClapBackend):
         cache: OutputCache | None = None,
         features: str = "torch",
         precision: str = "fp32",
+        rows: str = "auto",
     ) -> None:
         if features not in FEATURE_FRONT_ENDS:
             raise ValueError(f"features must be one of {', '.join(FEATURE_FRONT_ENDS)}, got {features!r}")
         check_precision(precision)
-        super().__init__(source=source, device=device, batch_size=batch_size, cache=cache)
+        super().__init__(source=source, device=device, batch_size=batch_size, cache=cache, rows=rows)
         self.features = features
         self.precision = precision
         self._model: Any = None

@@ -76,8 +76,9 @@ class LaionClap(ClapBackend):
         cache: OutputCache | None = None,
         amodel: str = "HTSAT-tiny",
         enable_fusion: bool = False,
+        rows: str = "auto",
     ) -> None:
-        super().__init__(source=source, device=device, batch_size=batch_size, cache=cache)
+        super().__init__(source=source, device=device, batch_size=batch_size, cache=cache, rows=rows)
         self.amodel = amodel
         self.enable_fusion = enable_fusion
         self._module: Any = None

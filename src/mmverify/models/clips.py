@@ -71,9 +71,10 @@ class ClipBackend(Backend):
     kind: ClassVar[str]  # cache namespace of the outputs
 
     def __init__(
-        self, source: str | None = None, device: str | None = None, batch_size: int = 8, cache: OutputCache | None = None
+        self, source: str | None = None, device: str | None = None, batch_size: int = 8, cache: OutputCache | None = None,
+        rows: str = "auto",
     ) -> None:
-        super().__init__(source=source, device=device, batch_size=batch_size)
+        super().__init__(source=source, device=device, batch_size=batch_size, rows=rows)
         self.cache = cache
 
     def _cache_params(self) -> dict[str, Any]:
@@ -133,8 +134,9 @@ class TransformersClipModel(ClipBackend):
         batch_size: int = 8,
         cache: OutputCache | None = None,
         precision: str = "fp32",
+        rows: str = "auto",
     ) -> None:
-        super().__init__(source=source, device=device, batch_size=batch_size, cache=cache)
+        super().__init__(source=source, device=device, batch_size=batch_size, cache=cache, rows=rows)
         self.precision = check_precision(precision)
 
     @property

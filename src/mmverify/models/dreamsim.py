@@ -146,8 +146,8 @@ class DreamSimBackend(Backend):
     default_source: ClassVar[str | None] = DEFAULT_TYPE
     packages: ClassVar[tuple[str, ...]] = ("dreamsim", "torchvision")
 
-    def __init__(self, source: str | None = None, device: str | None = None, batch_size: int = 16) -> None:
-        super().__init__(source, device, batch_size)
+    def __init__(self, source: str | None = None, device: str | None = None, batch_size: int = 16, rows: str = "auto") -> None:
+        super().__init__(source, device, batch_size, rows)
         try:
             self.dreamsim_type, self.folder = parse_source(self.source)
         except ValueError as exc:

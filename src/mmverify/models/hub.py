@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from ..core.registry import UnknownIdError
 from ..core.settings import HasSettings, default_cache_dir, scoring_settings
-from .base import Backend, ModelUnavailable, check_precision
+from .base import ROW_RULES, Backend, ModelUnavailable, check_precision
 from .cache import OutputCache
 from .catalog import BACKEND_INFO, BACKEND_REGISTRY, CAPABILITIES
 
@@ -83,7 +83,7 @@ def backend_options(name: str, options: Mapping[str, str]) -> dict[str, Any]:
         key: parameter for key, parameter in parameters.items()
         if key not in _NOT_OPTIONS and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
     }  # fmt: skip
-    choices = getattr(cls, "option_choices", {})
+    choices = {"rows": ROW_RULES, **getattr(cls, "option_choices", {})}
     hints = typing.get_type_hints(cls.__init__)
     typed = {}
     for key, text in options.items():

@@ -101,8 +101,9 @@ class WhisperBase(Backend):
         batch_size: int = 8,
         cache: OutputCache | None = None,
         max_new_tokens: int | None = None,
+        rows: str = "auto",
     ) -> None:
-        super().__init__(source=source, device=device, batch_size=batch_size)
+        super().__init__(source=source, device=device, batch_size=batch_size, rows=rows)
         if max_new_tokens is not None and max_new_tokens < 1:
             raise ValueError("max_new_tokens must be >= 1")
         self.cache = cache
@@ -206,10 +207,13 @@ class HFWhisper(WhisperBase):
         dtype: str | None = None,
         features: str = "torch",
         precision: str = "fp32",
+        rows: str = "auto",
     ) -> None:
         if features not in FEATURE_FRONT_ENDS:
             raise ValueError(f"features must be one of {', '.join(FEATURE_FRONT_ENDS)}, got {features!r}")
-        super().__init__(source=source, device=device, batch_size=batch_size, cache=cache, max_new_tokens=max_new_tokens)
+        super().__init__(
+            source=source, device=device, batch_size=batch_size, cache=cache, max_new_tokens=max_new_tokens, rows=rows
+        )
         check_precision(precision)
         if dtype is not None and dtype not in PRECISION_DTYPES.values():
             raise ValueError(f"dtype must be one of {', '.join(PRECISION_DTYPES.values())}, got {dtype!r}")

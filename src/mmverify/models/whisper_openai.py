@@ -44,8 +44,11 @@ class OpenAIWhisper(WhisperBase):
         max_new_tokens: int | None = None,
         download_root: str | os.PathLike[str] | None = None,
         fp16: bool = False,
+        rows: str = "auto",
     ) -> None:
-        super().__init__(source=source, device=device, batch_size=batch_size, cache=cache, max_new_tokens=max_new_tokens)
+        super().__init__(
+            source=source, device=device, batch_size=batch_size, cache=cache, max_new_tokens=max_new_tokens, rows=rows
+        )
         self.download_root = Path(download_root).expanduser() if download_root else default_cache_dir() / "whisper"
         self.fp16 = fp16
 

@@ -90,7 +90,7 @@ def score_warm(items: Sequence[WorkItem], timeout: float | None) -> Iterator[dic
     if len(items) == 1:
         yield alone(items[0])
         return
-    from ..models.batching import computations_running
+    from ..models.compute_locks import computations_running
     from .batch import score_together
 
     held: list[dict[str, Any]] = []  # timeout rows, and the rows behind them (rows go out in order)

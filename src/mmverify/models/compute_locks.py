@@ -1,0 +1,61 @@
+"""Per-backend computation locks, and a process-wide count of computations running.
+
+A backend never computes in two threads at once: some models keep per-call state on shared
+modules (openai-whisper's key-value cache hooks), and an item thread computing on its own may meet
+a round's device thread on the same backend (see :mod:`.batching`).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from contextlib import contextmanager
+from typing import Iterator
+
+POLL_S = 0.05  # how often a waiting thread wakes, so a deadline raised in it is delivered
+
+_RUNNING = [0]  # computations running on device threads, process-wide (guarded by _OWNER_LOCKS_GUARD)
+# per owner (a backend): weakly held, so a dropped hub's models can still be freed
+_OWNER_LOCKS: "weakref.WeakKeyDictionary[object, threading.Lock]" = weakref.WeakKeyDictionary()
+_PLAIN_OWNER_LOCKS: dict[int, tuple[object, threading.Lock]] = {}  # owners without weak references (object())
+_OWNER_LOCKS_GUARD = threading.Lock()
+
+
+def computations_running() -> int:
+    """How many batches device threads are computing now, in any round of this process; after a
+    round's items are all done, one still running is stuck (a hang in native code)."""
+    with _OWNER_LOCKS_GUARD:
+        return _RUNNING[0]
+
+
+def count_running(change: int) -> None:
+    with _OWNER_LOCKS_GUARD:
+        _RUNNING[0] += change
+
+
+def owner_lock(owner: object) -> threading.Lock:
+    """The lock every computation of ``owner`` (a backend) runs under."""
+    with _OWNER_LOCKS_GUARD:
+        try:
+            lock = _OWNER_LOCKS.get(owner)
+            if lock is None:
+                lock = _OWNER_LOCKS[owner] = threading.Lock()
+            return lock
+        except TypeError:  # cannot be weakly referenced: kept (test stand-ins, bare objects)
+            entry = _PLAIN_OWNER_LOCKS.get(id(owner))
+            if entry is None or entry[0] is not owner:
+                entry = _PLAIN_OWNER_LOCKS[id(owner)] = (owner, threading.Lock())
+            return entry[1]
+
+
+@contextmanager
+def computing(owner: object) -> Iterator[None]:
+    """Hold ``owner``'s lock; waits in short steps, so a deadline raised meanwhile is delivered."""
+    lock, held = owner_lock(owner), False
+    try:
+        while not held:
+            held = lock.acquire(timeout=POLL_S)
+        yield
+    finally:
+        if held:
+            lock.release()

@@ -1,0 +1,107 @@
+"""Rows picked by content: digests, identical inputs sharing a row, and a real model whose CPU
+kernels round a row by its position."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mmverify.models.rows import RowQueue, Waiting, content_digest, run_rows, same_input
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def test_equal_inputs_have_equal_digests_and_type_dtype_and_shape_count():
+    rng = np.random.default_rng(0)
+    clip = rng.standard_normal(100_000).astype(np.float32)  # large: digested from a sample
+    assert content_digest(clip) == content_digest(clip.copy())
+    assert content_digest(("text", clip)) == content_digest(("text", clip.copy()))
+    assert content_digest(clip) != content_digest(clip.astype(np.float64))
+    assert content_digest(clip) != content_digest(clip.reshape(100, 1000))
+    assert content_digest(clip[:1000]) != content_digest(clip[:1000] + 1e-3)  # small: every element counts
+    assert content_digest(1) != content_digest(True) and content_digest("1") != content_digest(1)
+    faded = clip.copy()
+    faded[-10:] = 0.0  # the tail is always in the sample
+    assert content_digest(faded) != content_digest(clip)
+
+
+def test_digests_do_not_change_between_processes():
+    code = "from mmverify.models.rows import content_digest; import numpy as np; " \
+           "print(content_digest(('a prompt', np.arange(50_000, dtype=np.float32), 3, None)))"
+    seen = {
+        subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(SRC), "PYTHONHASHSEED": seed},
+                       capture_output=True, text=True, check=True).stdout
+        for seed in ("1", "2")
+    }  # fmt: skip
+    assert len(seen) == 1 and int(seen.pop()) == content_digest(("a prompt", np.arange(50_000, dtype=np.float32), 3, None))
+
+
+def test_arrays_of_objects_and_unknown_types_go_to_one_row():
+    """Their bytes (addresses) or reprs change from run to run; one fixed row keeps outputs stable."""
+
+    class Opaque:
+        pass
+
+    assert content_digest(np.array([Opaque()], dtype=object)) == content_digest(np.array([Opaque()], dtype=object))
+    assert content_digest(Opaque()) == content_digest(Opaque())
+
+
+def test_tensors_digest_by_value_including_half_precision():
+    torch = pytest.importorskip("torch")
+    values = torch.linspace(0, 1, 40_000)
+    assert content_digest(values) == content_digest(values.clone())
+    assert content_digest(values) != content_digest(values + 1e-3)
+    assert content_digest(values.bfloat16()) == content_digest(values.clone().bfloat16())
+    assert content_digest(values.bfloat16()) != content_digest(values)
+
+
+def test_same_input_is_exact():
+    a = np.linspace(0, 1, 10, dtype=np.float32)
+    assert same_input(a, a.copy()) and same_input(("x", a), ("x", a.copy()))
+    assert not same_input(a, a.astype(np.float64)) and not same_input(a, a[:-1])
+    nan = np.array([np.nan])
+    assert not same_input(nan, nan.copy())  # never shares a row: NaN equals nothing
+    assert not same_input(1, 1.0) and not same_input("a", "b")
+
+
+def test_inputs_sharing_a_sampled_digest_but_not_their_content_take_separate_batches():
+    base = np.zeros(100_000, dtype=np.float32)
+    other = base.copy()
+    other[1] = 1.0  # between two sampled elements
+    assert content_digest(base) == content_digest(other) and not same_input(base, other)
+    queue = RowQueue(4)
+    for name, item in (("base", base), ("other", other), ("again", base.copy())):
+        queue.add(Waiting(item, name, content_digest(item)))
+    first, second = queue.layer(), queue.layer()
+    assert [[w.receiver for w in row.receivers] for row in first] == [["base", "again"]]
+    assert [[w.receiver for w in row.receivers] for row in second] == [["other"]] and queue.count == 0
+
+
+def test_a_batch_needs_one_to_rows_inputs():
+    with pytest.raises(ValueError, match="1..2 inputs"):
+        run_rows(lambda batch: batch, [], 2)
+    with pytest.raises(RuntimeError, match="gave 1 outputs"):
+        run_rows(lambda batch: batch[:1], [(0, "a")], 2)
+
+
+@pytest.mark.slow
+def test_a_wavlm_speaker_embedding_is_the_same_bytes_alone_and_in_any_batch(tmp_path):
+    """A narrow two-layer WavLM x-vector on 5 s clips at batch shape 4: some of its CPU kernels
+    round a clip differently at row 3 than at row 0 (here, for one clip of eight, before inputs
+    took the row their content picks)."""
+    from mmverify.envfix import install_torchvision_op_stubs
+
+    install_torchvision_op_stubs()
+    from mmverify.models.speaker import WavLMSpeaker
+    from mmverify.testing.speech_models import build_wavlm_xvector, voiced_clips
+
+    backend = WavLMSpeaker(source=str(build_wavlm_xvector(tmp_path / "wavlm")), device="cpu", batch_size=4)
+    clips = voiced_clips(8, 5.0)
+    together = backend.embed(clips)
+    reversed_order = backend.embed(clips[::-1])[::-1]
+    alone = np.stack([backend.embed([clip])[0] for clip in clips])
+    assert together.tobytes() == alone.tobytes() == np.asarray(reversed_order).tobytes()
