@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from ..core.errors import ErrorCode
-from .reward import Item, Refused
+from .reward_batch import Item, Refused
 from .reward_json import JsonBudget, TooManyValues, describe_exception, loads_json
 
 RESPONSE_PLACEHOLDER = "response"  # {"type": "response"} in a parts list stands for the generated text

@@ -32,7 +32,8 @@ import numpy as np
 
 from ..core.errors import ErrorCode
 from .adapter_items import decode_json, guarded_item, with_response
-from .reward import ERROR_POLICIES, Item, Refused, Reward, image_part, scores_from_rows
+from .reward import Reward, image_part
+from .reward_batch import ERROR_POLICIES, Item, Refused, scores_from_rows
 from .reward_json import JsonBudget
 
 

@@ -48,7 +48,8 @@ from typing import Any, AsyncIterator, Awaitable
 
 from .. import __version__
 from .adapters import openrlhf_items, openrlhf_response
-from .reward import Item, Reward, RewardError
+from .reward import Reward
+from .reward_batch import Item, RewardError
 from .reward_json import JsonBudget, describe_exception
 from .server_batch import MicroBatcher
 from .server_gate import Gate, PathRedactor, json_safe, log_line, setup_logging

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .reward import Item
+from .reward_batch import Item
 
 
 @dataclass
