@@ -109,8 +109,8 @@ def test_dry_run_notes_a_batch_shape_the_items_in_flight_cannot_fill(tmp_path: P
     line = {"task": "a_sound_cot", "instance": {"target": "dog"}, "parts": [{"type": "audio", "path": "clip.wav"}]}
     manifest = write_manifest(tmp_path / "m.jsonl", [line] * 16)
 
-    def dry_run(batch_size: int, batch_items: int) -> str:
-        model = f"audio_text=clap-hf@{tmp_path / 'clap'}?batch_size={batch_size}"
+    def dry_run(batch_size: int, batch_items: int, rows: str = "content") -> str:
+        model = f"audio_text=clap-hf@{tmp_path / 'clap'}?batch_size={batch_size}&rows={rows}"
         arguments = ["score", str(manifest), "--out", str(tmp_path / "out"), "--dry-run", "--model", model, "--batch-items", str(batch_items)]
         result = runner.invoke(app, arguments)
         assert result.exit_code == 0, result.output
@@ -118,7 +118,8 @@ def test_dry_run_notes_a_batch_shape_the_items_in_flight_cannot_fill(tmp_path: P
 
     too_few_in_flight = dry_run(16, 8)
     assert "audio_text (clap-hf) runs batches of 16 rows, but at most 8 items are scored together" in too_few_in_flight
-    assert "raise --batch-items to 32" in too_few_in_flight
+    assert "raise --batch-items to 64 (4x the batch" in too_few_in_flight  # rows by content start at twice a batch
+    assert "raise --batch-items to 32 (2x the batch" in dry_run(16, 8, rows="packed")
     assert "runs batches of" not in dry_run(16, 16)
     assert "only 16 planned items use it: lower its batch_size" in dry_run(64, 64)
 

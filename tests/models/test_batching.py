@@ -319,3 +319,70 @@ def test_groups_are_dropped_once_answered():
     assert results == {n: [2 * n] * n for n in range(1, 6)}
     assert batch_round._groups == {}
     batch_round.close()
+
+
+def test_identical_inputs_of_several_members_share_one_row_and_each_gets_its_own_copy():
+    calls: list[list] = []
+
+    def model(batch):
+        calls.append(list(batch))
+        return [[x] for x in batch]
+
+    owner, results = object(), {}
+    batch_round = BatchRound(stall_s=None)
+    start = threading.Barrier(3)
+    jobs = [(name, lambda: forward(owner, "wrap", ["clip"], model, 4)) for name in ("a", "b", "c")]
+    _finish(_members(batch_round, jobs, results, start))
+    batch_round.close()
+    assert results == {"a": [["clip"]], "b": [["clip"]], "c": [["clip"]]} and len(calls) == 1
+    results["a"][0].append("changed")
+    assert results["b"] == [["clip"]] and results["c"] == [["clip"]]
+
+
+def test_a_request_whose_inputs_want_one_row_is_answered_over_several_batches_in_order():
+    a, b, c = numbers_in_rows(4, [2, 2, 2])
+    other = numbers_in_rows(4, [0], start=50)[0]
+    model, owner, results = Recorder(), object(), {}
+    batch_round = BatchRound(stall_s=None)
+    start = threading.Barrier(2)
+    jobs = [("three", lambda: forward(owner, "double", [c, a, b], model, 4)), ("one", lambda: forward(owner, "double", [other], model, 4))]
+    _finish(_members(batch_round, jobs, results, start))
+    batch_round.close()
+    assert results == {"three": [2 * c, 2 * a, 2 * b], "one": [2 * other]}
+    assert len(model.batches) == 3 and all(batch[2] in (a, b, c) for batch in model.batches)
+
+
+def test_a_failing_batch_reruns_each_request_alone_and_a_shared_row_serves_the_healthy_one():
+    model, owner, results = Recorder(), object(), {}
+    batch_round = BatchRound(stall_s=None)
+    start = threading.Barrier(2)
+    jobs = [("bad", lambda: forward(owner, "double", [3, "bad"], model, 4)), ("good", lambda: forward(owner, "double", [3], model, 4))]
+    _finish(_members(batch_round, jobs, results, start))
+    batch_round.close()
+    assert isinstance(results["bad"], ValueError) and results["good"] == [6]
+
+
+def test_a_batch_of_one_request_that_fails_is_not_run_twice():
+    model = Recorder()
+    batch_round = BatchRound(stall_s=None)
+    results = {}
+    _finish(_members(batch_round, [("bad", lambda: forward(object(), "double", ["bad"], model, 2))], results))
+    batch_round.close()
+    assert isinstance(results["bad"], ValueError) and len(model.batches) == 1
+
+
+def test_a_fault_in_scheduling_answers_the_waiting_members_and_the_round_goes_on(monkeypatch):
+    model, owner, results = Recorder(), object(), {}
+    batch_round = BatchRound(stall_s=None)
+    real_take, faults = batch_round._take, [KeyError("scheduling bug")]
+
+    def take_once_broken(now):
+        if faults and batch_round._groups:
+            raise faults.pop()
+        return real_take(now)
+
+    monkeypatch.setattr(batch_round, "_take", take_once_broken)
+    _finish(_members(batch_round, [("first", lambda: forward(owner, "double", [1], model, 2))], results))
+    _finish(_members(batch_round, [("second", lambda: forward(owner, "double", [2], model, 2))], results))
+    batch_round.close()
+    assert isinstance(results["first"], KeyError) and results["second"] == [4]

@@ -64,8 +64,11 @@ def test_same_input_is_exact():
     assert same_input(a, a.copy()) and same_input(("x", a), ("x", a.copy()))
     assert not same_input(a, a.astype(np.float64)) and not same_input(a, a[:-1])
     nan = np.array([np.nan])
-    assert not same_input(nan, nan.copy())  # never shares a row: NaN equals nothing
+    assert same_input(nan, nan.copy())  # the same bits: the same input, though NaN equals nothing
+    assert not same_input(np.array([0.0]), np.array([-0.0]))  # equal values, other bits
     assert not same_input(1, 1.0) and not same_input("a", "b")
+    objects = np.array([None, 1], dtype=object)
+    assert not same_input(objects, objects.copy())  # no exact comparison of objects: never merged
 
 
 def test_inputs_sharing_a_sampled_digest_but_not_their_content_take_separate_batches():
@@ -105,3 +108,44 @@ def test_a_wavlm_speaker_embedding_is_the_same_bytes_alone_and_in_any_batch(tmp_
     reversed_order = backend.embed(clips[::-1])[::-1]
     alone = np.stack([backend.embed([clip])[0] for clip in clips])
     assert together.tobytes() == alone.tobytes() == np.asarray(reversed_order).tobytes()
+
+
+def test_the_digest_format_is_pinned():
+    """Rows, and so output bits, follow the digest: a change of format must come with a new
+    fingerprint tag (``;row=content``), so this test spells the format out independently."""
+    import hashlib
+
+    def blake(*parts: bytes) -> int:
+        digest = hashlib.blake2b(digest_size=8)
+        for part in parts:
+            digest.update(part)
+        return int.from_bytes(digest.digest(), "little")
+
+    small = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert content_digest("a bell") == blake(b"str:", b"'a bell'")
+    assert content_digest(small) == blake(b"<f4(2, 3)", small.tobytes())
+    assert content_digest(("x", 2)) == blake(b"(2", b"str:", b"'x'", b"int:", b"2", b")")
+    big = np.arange(100_000, dtype=np.float32)  # 400 kB: a sample every 25th element (odd), and the tail
+    sample = np.concatenate([big[::25][:4096], big[-64:]])
+    assert content_digest(big) == blake(b"<f4(100000,)", sample.tobytes())
+
+
+def test_odd_arrays_digest_without_failing_and_by_content():
+    words = np.array([f"word {i}" for i in range(1000)], dtype="<U20")  # 80 kB in 1000 elements
+    assert content_digest(words) == content_digest(words.copy())
+    grid = np.arange(12, dtype=np.float64).reshape(3, 4)
+    assert content_digest(np.asfortranarray(grid)) == content_digest(grid) == content_digest(grid.T.copy().T)
+    assert content_digest(np.float32(1.5)) == content_digest(np.float32(1.5)) != content_digest(np.float32(2.5))
+    red, green = np.zeros((256, 256, 3), dtype=np.uint8), np.zeros((256, 256, 3), dtype=np.uint8)
+    red[..., 0], green[..., 1] = 200, 200  # differ in two channels only: the sample sees every channel
+    assert content_digest(red) != content_digest(green)
+
+
+def test_pil_images_digest_by_content():
+    from PIL import Image
+
+    pixels = np.random.default_rng(0).integers(0, 255, (300, 300, 3), dtype=np.uint8)
+    image = Image.fromarray(pixels)
+    assert content_digest(image) == content_digest(Image.fromarray(pixels.copy()))
+    assert content_digest(image) != content_digest(Image.fromarray(255 - pixels))
+    assert content_digest(image) != content_digest(image.convert("L"))

@@ -284,6 +284,19 @@ class BatchRound:
             del self._groups[key]
         return work
 
+    def _take_or_fail(self, now: float) -> list[tuple[_Group, list[Row]]]:
+        """:meth:`_take`; should scheduling itself fail, every waiting request gets the error (lock
+        held) -- the device thread must outlive it, or the members would wait for ever."""
+        try:
+            return self._take(now)
+        except Exception as exc:  # noqa: BLE001
+            for group in self._groups.values():
+                for queue in group.queue.queues.values():
+                    for request in _requests(list(queue)):
+                        self._finish(request, exc)
+            self._groups.clear()
+            return []
+
     def _next_stall(self, now: float) -> float | None:
         """Seconds until the oldest waiting input has waited ``stall_s`` (None: nothing waits)."""
         if self.stall_s is None or not self._groups:
@@ -293,12 +306,12 @@ class BatchRound:
     def _serve(self) -> None:
         while True:
             with self._lock:
-                work = self._take(time.monotonic())
+                work = self._take_or_fail(time.monotonic())
                 while not work:
                     if self._closed:
                         return
                     self._cond.wait(self._next_stall(time.monotonic()))
-                    work = self._take(time.monotonic())
+                    work = self._take_or_fail(time.monotonic())
             for group, chunk in work:
                 try:
                     self._run(group, chunk)
@@ -346,8 +359,11 @@ def _compute(group: _Group, live: list[Row]) -> tuple[dict[int, Any], dict[_Requ
     failures: dict[_Request, BaseException] = {}
     try:
         answers = dict(enumerate(run_rows(group.compute, [(row.slot, row.item) for row in live], rows)))
-    except Exception:
-        for request in _requests(live):
+    except Exception as exc:
+        waiting = [request for request in _requests(live) if not request.finished]  # a timed-out one needs nothing
+        if len(waiting) == 1 and all(any(w.receiver[0] is waiting[0] for w in row.receivers) for row in live):
+            return {}, {waiting[0]: exc}  # the batch was its inputs alone: running them again would repeat it
+        for request in waiting:
             positions = [p for p, row in enumerate(live) if any(w.receiver[0] is request for w in row.receivers)]
             try:
                 outputs = run_rows(group.compute, [(live[p].slot, live[p].item) for p in positions], rows)

@@ -33,9 +33,11 @@ _SAMPLE = 4096  # elements of the evenly spaced sample, plus the last few (a fad
 
 
 def content_digest(value: Any) -> int:
-    """A 64-bit digest of ``value``'s content (arrays, tensors, strings, numbers and tuples or lists
-    of them); large arrays are digested from a sample, so different inputs may share a digest, but
-    equal inputs always do.  Other types digest by type name alone: they all go to one row."""
+    """A 64-bit digest of ``value``'s content (arrays, tensors, PIL images, strings, numbers and
+    tuples or lists of them); large arrays are digested from a sample, so different inputs may share
+    a digest, but equal inputs always do.  Other types digest by type name alone: they all go to one
+    row.  The digest picks rows, so outputs: a change to it must change the fingerprint tag
+    (``;row=content`` in :attr:`.base.Backend.shape_tag`)."""
     digest = hashlib.blake2b(digest_size=8)
     _feed(digest, value)
     return int.from_bytes(digest.digest(), "little")
@@ -47,14 +49,17 @@ def _feed(digest: "hashlib._Hash", value: Any) -> None:
         for part in value:
             _feed(digest, part)
         digest.update(b")")
-    elif isinstance(value, np.ndarray):
-        _feed_array(digest, value)
+    elif isinstance(value, (np.ndarray, np.generic)):
+        _feed_array(digest, np.asarray(value))
     elif isinstance(value, (str, bytes, bytearray, int, float, bool, type(None))):
         digest.update(type(value).__name__.encode() + b":")
         digest.update(value if isinstance(value, (bytes, bytearray)) else repr(value).encode())
     elif type(value).__module__.startswith("torch") and hasattr(value, "detach"):
         digest.update(f"tensor:{value.dtype}{tuple(value.shape)}".encode())
         digest.update(_tensor_sample(value).tobytes())
+    elif type(value).__module__.startswith("PIL") and hasattr(value, "tobytes"):
+        digest.update(f"image:{value.mode}{value.size}".encode())
+        _feed_array(digest, np.frombuffer(value.tobytes(), dtype=np.uint8))
     else:
         digest.update(b"?" + type(value).__qualname__.encode())
 
@@ -65,8 +70,13 @@ def _feed_array(digest: "hashlib._Hash", array: np.ndarray) -> None:
         return
     flat = array.reshape(-1)
     if flat.nbytes > _WHOLE_BYTES:
-        flat = np.concatenate([flat[:: flat.size // _SAMPLE][:_SAMPLE], flat[-64:]])
+        flat = np.concatenate([flat[:: _step(flat.size)][:_SAMPLE], flat[-64:]])
     digest.update(np.ascontiguousarray(flat).tobytes())
+
+
+def _step(size: int) -> int:
+    """The stride of the sample: odd, so it visits every channel of interleaved (H, W, 3) pixels."""
+    return max(1, size // _SAMPLE) | 1
 
 
 def _tensor_sample(tensor: Any) -> np.ndarray:
@@ -75,7 +85,7 @@ def _tensor_sample(tensor: Any) -> np.ndarray:
 
     flat = tensor.detach().reshape(-1)
     if flat.numel() * flat.element_size() > _WHOLE_BYTES:
-        flat = torch.cat([flat[:: flat.numel() // _SAMPLE][:_SAMPLE], flat[-64:]])
+        flat = torch.cat([flat[:: _step(flat.numel())][:_SAMPLE], flat[-64:]])
     flat = flat.cpu()
     if flat.dtype in (torch.bfloat16, torch.float16):  # numpy has no bfloat16
         flat = flat.float()
@@ -83,23 +93,31 @@ def _tensor_sample(tensor: Any) -> np.ndarray:
 
 
 def same_input(a: Any, b: Any) -> bool:
-    """Whether ``a`` and ``b`` are certainly the same input (so they may share one row)."""
+    """Whether ``a`` and ``b`` are certainly the same input, bit for bit (so they may share one row);
+    never raises -- an input that cannot be compared shares no row."""
+    try:
+        return _same(a, b)
+    except Exception:  # noqa: BLE001  (an odd input; the scheduler calling this must not fail)
+        return False
+
+
+def _same(a: Any, b: Any) -> bool:
     if a is b:
         return True
     if type(a) is not type(b):
         return False
     if isinstance(a, (tuple, list)):
-        return len(a) == len(b) and all(same_input(x, y) for x, y in zip(a, b))
-    if isinstance(a, np.ndarray):
-        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):  # bytes, not values: -0.0 is not 0.0 to every model
+        return a.dtype == b.dtype and a.shape == b.shape and not a.dtype.hasobject and a.tobytes() == b.tobytes()
     if isinstance(a, (str, bytes, int, bool, type(None))):
         return a == b
-    return False  # floats (NaN), tensors, anything else: computed once per request
+    return False  # floats (NaN, -0.0), tensors, anything else: computed once per request
 
 
 @dataclass(eq=False)
 class Waiting:
-    """One input waiting for a row; ``receivers`` are told its output (see :meth:`RowQueue.layer`)."""
+    """One input waiting for a row, and who is told its output."""
 
     item: Any
     receiver: Any
@@ -109,7 +127,7 @@ class Waiting:
 
 @dataclass(eq=False)
 class Row:
-    """One row of a layer: the input computed there and everyone waiting for its output."""
+    """One row of a batch: the input computed there and everyone waiting for its output."""
 
     slot: int
     item: Any
@@ -124,45 +142,52 @@ class RowQueue:
 
     rows: int
     by_content: bool = True
-    queues: dict[int, deque] = field(default_factory=dict)  # packed: one queue, under 0
-    count: int = 0
+    queues: dict[int, deque] = field(default_factory=dict)  # slot -> rows waiting for it (packed: one, under 0)
+    queued: dict[int, list[Row]] = field(default_factory=dict)  # digest -> rows waiting, to merge identical inputs
+    count: int = 0  # inputs waiting
 
     def add(self, waiting: Waiting) -> None:
-        self.queues.setdefault(waiting.digest % self.rows if self.by_content else 0, deque()).append(waiting)
+        for row in self.queued.get(waiting.digest, ()):
+            if same_input(row.item, waiting.item):
+                row.receivers.append(waiting)
+                break
+        else:
+            row = Row(waiting.digest % self.rows if self.by_content else 0, waiting.item, [waiting])
+            self.queues.setdefault(row.slot, deque()).append(row)
+            self.queued.setdefault(waiting.digest, []).append(row)
         self.count += 1
 
     @property
     def occupied(self) -> int:
-        """Rows the next batch fills (before identical inputs are merged)."""
-        return len(self.queues) if self.by_content else min(self.count, self.rows)
+        """Rows the next batch fills."""
+        if self.by_content:
+            return len(self.queues)
+        return min(self.rows, len(self.queues.get(0, ())))
 
     def waited(self, now: float) -> float:
-        """How long the oldest waiting input has waited (heads are the oldest of their queues)."""
-        return max((now - queue[0].asked_at for queue in self.queues.values()), default=0.0)
+        """How long the oldest waiting input has waited (a queue's first row holds its oldest)."""
+        return max((now - queue[0].receivers[0].asked_at for queue in self.queues.values()), default=0.0)
 
     def layer(self) -> list[Row]:
-        """The next batch: an input per row (by content: the first waiting for it), each with every
-        waiting input identical to it."""
-        if not self.by_content:
-            return self._take(0, self.rows)
-        return [row for slot in sorted(self.queues) for row in self._take(slot, 1)]
-
-    def _take(self, key: int, count: int) -> list[Row]:
-        """Rows for the first ``count`` distinct inputs of queue ``key`` (packed: rows 0, 1, ...)."""
-        taken: list[Row] = []
-        rest: deque = deque()
-        for waiting in self.queues.pop(key):
-            row = next((r for r in taken if r.receivers[0].digest == waiting.digest and same_input(r.item, waiting.item)), None)
-            if row is not None:
-                row.receivers.append(waiting)
-            elif len(taken) < count:
-                taken.append(Row(key if self.by_content else len(taken), waiting.item, [waiting]))
-            else:
-                rest.append(waiting)
-        if rest:
-            self.queues[key] = rest
-        self.count -= sum(len(row.receivers) for row in taken)
-        return taken
+        """The next batch: by content, the first row waiting for each slot; packed, the first
+        ``rows`` rows, in slots 0, 1, ..."""
+        wanted = [(slot, 1) for slot in sorted(self.queues)] if self.by_content else [(0, self.rows)]
+        layer: list[Row] = []
+        for slot, count in wanted:
+            queue = self.queues[slot]
+            for _ in range(min(count, len(queue))):
+                row = queue.popleft()
+                same_digest = self.queued[row.receivers[0].digest]
+                same_digest.remove(row)
+                if not same_digest:
+                    del self.queued[row.receivers[0].digest]
+                if not self.by_content:
+                    row.slot = len(layer)
+                layer.append(row)
+            if not queue:
+                del self.queues[slot]
+        self.count -= sum(len(row.receivers) for row in layer)
+        return layer
 
     def layers(self) -> Iterable[list[Row]]:
         while self.count:

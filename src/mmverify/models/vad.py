@@ -128,19 +128,16 @@ class SileroVAD(Backend):
         self.ensure_loaded()
         import torch
 
-        threads = torch.get_num_threads()
+        # The process's thread count is left alone: it is process-wide, so changing it here would
+        # change the bits of whatever another thread computes meanwhile.
         with self._lock:  # the model carries recurrent state between windows
-            torch.set_num_threads(1)
-            try:
-                spans = self._timestamps(
-                    torch.from_numpy(np.ascontiguousarray(signal)),
-                    self._model,
-                    sampling_rate=self.sample_rate,
-                    max_speech_duration_s=math.inf,
-                    return_seconds=False,
-                    **self.params,
-                )
-            finally:
-                torch.set_num_threads(threads)
+            spans = self._timestamps(
+                torch.from_numpy(np.ascontiguousarray(signal)),
+                self._model,
+                sampling_rate=self.sample_rate,
+                max_speech_duration_s=math.inf,
+                return_seconds=False,
+                **self.params,
+            )
         rate = float(self.sample_rate)
         return [(span["start"] / rate, span["end"] / rate) for span in spans]

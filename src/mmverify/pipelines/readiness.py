@@ -117,7 +117,10 @@ def batching_notes(planned: Mapping[str, int], in_flight: int) -> list[str]:
         if rows is None or rows <= together:
             continue
         if count > in_flight:
-            advice = f"raise --batch-items to {2 * rows} (twice the batch lets decoding overlap the model) or lower its batch_size"
+            # packed, twice the batch lets decoding overlap the model; by content a batch starts once
+            # twice the batch waits (its rows are rarely all taken sooner), so four times
+            times = 4 if backend.rows_by_content else 2
+            advice = f"raise --batch-items to {times * rows} ({times}x the batch lets decoding overlap the model) or lower its batch_size"
         else:
             advice = f"only {count} planned items use it: lower its batch_size"
         notes.append(f"{capability} ({backend.name}) runs batches of {rows} rows, but at most {together} items are scored together: {advice}")
