@@ -288,6 +288,9 @@ def demo_command(
 
 
 def main() -> None:  # pragma: no cover
+    from .core.stacks import dump_stacks_on_sigusr1
+
+    dump_stacks_on_sigusr1()  # kill -USR1 PID: where a long or stuck run is, without stopping it
     app()
 
 

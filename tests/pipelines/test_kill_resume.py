@@ -87,8 +87,24 @@ class Run:
     def held(self, server: VLMServer) -> int:
         return server.held_by(self.mine)
 
-    def stderr(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
+    def stderr(self, tail: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-tail:]
+
+    def processes(self) -> list[int]:
+        """The score process and its worker processes (not multiprocessing's resource tracker)."""
+        return [self.process.pid, *_children(self.process.pid, b"spawn_main")]
+
+    def stacks(self) -> str:
+        """Every thread's stack in the score process and its workers (SIGUSR1), for a hang report."""
+        dumps = lambda: self.log.read_text(errors="replace").count(DUMP_HEADER)  # noqa: E731
+        for pid in self.processes():  # one at a time: dumps written at once interleave in the log
+            before = dumps()
+            try:
+                os.kill(pid, signal.SIGUSR1)
+                wait_until(lambda: dumps() > before, timeout=10)  # a bounded wait, then go on
+            except (ProcessLookupError, AssertionError):
+                pass
+        return self.stderr(tail=30_000)
 
     def finish(self) -> int:
         return self.process.wait(timeout=RUN_GUARD_S)
@@ -103,6 +119,26 @@ class Run:
             pass
 
 
+DUMP_HEADER = "(most recent call first):"  # faulthandler's line above each thread's stack
+
+
+def _children(parent: int, marker: bytes) -> list[int]:
+    """Pids of ``parent``'s child processes whose command line contains ``marker`` (Linux /proc)."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        if ppid == parent and marker in command:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
 def _rows(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
@@ -112,7 +148,7 @@ def _await_request(run: Run, server: VLMServer, done: Callable[[], bool] = lambd
     wait_until(
         lambda: run.held(server) > 0 or done() or run.process.poll() is not None,
         timeout=RUN_GUARD_S,
-        message=lambda: f"a judge request ({_rows(run.results)} rows so far; stderr: {run.stderr()})",
+        message=lambda: f"a judge request ({_rows(run.results)} rows so far; stderr and stacks: {run.stacks()})",
     )
     assert run.process.poll() is None, f"the run exited with {run.process.returncode}: {run.stderr()}"
     return run.held(server) > 0 and not done()
@@ -131,7 +167,7 @@ def _advance(run: Run, server: VLMServer, rows: int) -> None:
         wait_until(
             lambda: server.count > seen or run.held(server) >= 2 or reached() or run.process.poll() is not None,
             timeout=RUN_GUARD_S,
-            message=lambda: f"the next judge request ({_rows(run.results)} rows; stderr: {run.stderr()})",
+            message=lambda: f"the next judge request ({_rows(run.results)} rows; stderr and stacks: {run.stacks()})",
         )
 
 
@@ -192,3 +228,31 @@ def test_a_kill_mid_run_resumes_to_the_same_file(tmp_path: Path, judge_server: V
     _kill_part_way(manifest, out, judge_server, 2, mid_item=False)
     assert 2 <= _rows(out / "results.jsonl") < ITEMS
     assert _resume(manifest, out, judge_server) == expected.splitlines(keepends=True)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists() or not hasattr(signal, "SIGUSR1"), reason="needs Linux /proc and SIGUSR1")
+def test_sigusr1_prints_the_stacks_of_the_run_and_its_workers_and_the_run_goes_on(
+    tmp_path: Path, judge_server: VLMServer, reference: tuple[Path, bytes]
+):
+    manifest, expected = reference
+    judge_server.hold()
+    run = Run(manifest, tmp_path / "signalled", judge_server)
+    # each worker asks its first question only from inside its loop: both handlers are installed
+    wait_until(lambda: run.held(judge_server) >= 2 or run.process.poll() is not None, timeout=RUN_GUARD_S, message=run.stderr)
+    parent, *workers = run.processes()
+    assert len(workers) == 2, f"expected two workers, found {workers}"
+    log = lambda: run.log.read_text(errors="replace")  # noqa: E731
+    # one process at a time: dumps written at once by three processes interleave in the shared log
+    in_its_loop = [(parent, r'pool\.py", line \d+ in run\n')]
+    in_its_loop += [(pid, r'pool_worker\.py", line \d+ in process_main\n') for pid in workers]
+    for pid, frame in in_its_loop:
+        seen = len(re.findall(frame, log()))
+        os.kill(pid, signal.SIGUSR1)
+        wait_until(
+            lambda: len(re.findall(frame, log())) > seen, timeout=RUN_GUARD_S,
+            message=lambda: f"the stacks of process {pid}: {run.stderr(tail=30_000)}",
+        )  # fmt: skip
+    assert run.process.poll() is None and len(run.processes()) == 3, "a signalled process ended"
+    judge_server.open()
+    assert run.finish() == 0, run.stderr()
+    assert run.results.read_bytes() == expected

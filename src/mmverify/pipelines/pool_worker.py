@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from ..models.cache import cache_problems, record_cache_problem, set_cache_problem_logging
 from ..models.judge_usage import UsageForwarder, merge_usage
 from ..core.errors import ErrorCode
+from ..core.stacks import dump_stacks_on_sigusr1
 from .execute import fits, is_warm, score_locally, warm_up
 from .plan import WorkItem
 
@@ -126,6 +127,7 @@ def score_batch(batch: Batch, timeout: float | None, forwarder: ProblemForwarder
 def process_main(conn: Connection, timeout: float | None, initializer: Initializer | None, initargs: Sequence[Any]) -> None:
     """A worker process: score each batch the parent sends until it sends None or goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    dump_stacks_on_sigusr1()  # as in the parent: kill -USR1 shows this worker's stacks
     forwarder = ProblemForwarder()
     if initializer is not None:
         initializer(*initargs)
