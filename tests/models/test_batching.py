@@ -10,6 +10,7 @@ from mmverify.models.batching import BatchRound, compute_now, forward, outside_r
 from mmverify.models.rows import content_digest
 from mmverify.pipelines.deadlines import deadline
 from mmverify.pipelines.execute import ItemTimeout
+from tests.waiting import wait_until
 
 
 class Recorder:
@@ -231,6 +232,71 @@ def test_a_stalled_round_runs_its_partial_batch():
     batch_round.close()
     assert results == {"asks": [8], "waits": [10]}
     assert model.batches == [[4] * 8, [5] * 8]
+
+
+class FakeClock:
+    """The round's clock, advanced by the test: stall decisions without waiting real time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_stall_counts_from_the_end_of_its_kinds_last_batch():
+    """An input that waited while a batch of its kind computed does not run at once in a partial
+    batch when that batch ends: the member it answered comes back with its next input, which takes
+    the free row."""
+    clock, owner, results, batches = FakeClock(), object(), {}, []
+    batch_round = BatchRound(stall_s=1.0, clock=clock)
+    computing, finish_first = threading.Event(), threading.Event()
+
+    def model(batch):
+        batches.append(list(batch))
+        if len(batches) == 1:
+            computing.set()
+            finish_first.wait()
+        return [2 * x for x in batch]
+
+    def asks_twice():
+        return forward(owner, "double", [1], model, 2, by_content=False) + forward(owner, "double", [3], model, 2, by_content=False)
+
+    threads = _members(batch_round, [("a", asks_twice)], results)  # alone: its batch runs at once
+    assert computing.wait(120)
+    threads += _members(batch_round, [("x", lambda: forward(owner, "double", [2], model, 2, by_content=False))], results)
+    wait_until(lambda: batch_round.waiting == 2)  # "a" in the running batch, "x" queued behind it
+    clock.now += 5.0  # "x" has waited five stall times, all of them while its kind computed
+    finish_first.set()
+    _finish(threads)
+    assert results == {"a": [2, 6], "x": [4]}
+    assert batches == [[1, 1], [2, 3]]
+    clock.now += 1.0  # a stall time after the last batch, its emptied group is dropped
+    with batch_round.member():  # any change in the round wakes the device thread
+        pass
+    wait_until(lambda: not batch_round._groups)
+    batch_round.close()
+
+
+def test_a_reserved_member_counts_before_its_thread_joins():
+    """A member whose thread is starting (``reserve``) holds the partial batch of those waiting,
+    so its input joins that batch."""
+    model, owner, results = Recorder(), object(), {}
+    batch_round = BatchRound(stall_s=None)
+    batch_round.reserve()
+    threads = _members(batch_round, [("a", lambda: forward(owner, "double", [1], model, 2, by_content=False))], results)
+    wait_until(lambda: batch_round.waiting == 1)
+
+    def reserved():
+        with batch_round.member(reserved=True):
+            results["b"] = forward(owner, "double", [2], model, 2, by_content=False)
+
+    threads.append(threading.Thread(target=reserved, daemon=True))
+    threads[-1].start()
+    _finish(threads)
+    batch_round.close()
+    assert results == {"a": [2], "b": [4]}
+    assert model.batches == [[1, 2]]
 
 
 def test_work_outside_the_round_is_computed_at_once_in_its_own_thread():

@@ -20,8 +20,9 @@ than a model:
 * one-off bulk work done under a lock that other items wait on (building a reference index) runs
   :func:`outside_round`: its forwards are computed at once in its own thread, since the items
   blocked on that lock could never join its partial batch;
-* an input that has waited ``stall_s`` seconds runs anyway, in a partial batch -- the item threads
-  that are not waiting are busy elsewhere (a judge call, a slow decode) and would only delay it.
+* an input that has waited ``stall_s`` seconds (since it asked, or since the end of its kind's
+  last batch, whose members come back to fill the next) runs anyway, in a partial batch -- the
+  item threads that are not waiting are busy elsewhere (a judge call, a slow decode).
 
 A backend never computes in two threads at once (:mod:`.compute_locks`).
 """
@@ -136,6 +137,16 @@ class _Group:
     owner: object
     compute: Compute
     queue: RowQueue  # receivers: (request, index of the input in it)
+    last_run: float = float("-inf")  # when its last batch was taken, then when it ended
+
+    def stalled(self, now: float, stall_s: float | None) -> bool:
+        """An input has waited ``stall_s`` since it asked or since the group's last batch ended,
+        whichever came later."""
+        return stall_s is not None and self.queue.count > 0 and self.queue.waited(now, self.last_run) >= stall_s
+
+    def expired(self, now: float, stall_s: float | None) -> bool:
+        """Empty, and its last batch a stall time ago: nothing it knows can change a decision."""
+        return not self.queue.count and (stall_s is None or now - self.last_run >= stall_s)
 
     @property
     def ready(self) -> bool:
@@ -151,8 +162,9 @@ class BatchRound:
     """Items scored together: their model requests are merged per backend and kind, and run on
     one device thread.  Item threads join with :meth:`member`."""
 
-    def __init__(self, stall_s: float | None = STALL_S) -> None:
+    def __init__(self, stall_s: float | None = STALL_S, clock: Callable[[], float] = time.monotonic) -> None:
         self.stall_s = stall_s  # None: partial batches wait for every member, however long
+        self._clock = clock  # seconds, for the stall rule
         # Item threads take the plain lock: its ``with`` runs no Python code between taking it and
         # the block, so a deadline raised in that thread cannot leave it taken (a Condition's can).
         self._lock = threading.Lock()
@@ -177,10 +189,24 @@ class BatchRound:
                 self._changed()
 
     # -- item threads -------------------------------------------------------------------------
-    @contextmanager
-    def member(self) -> Iterator[None]:
-        """The calling thread's model requests go through this round while inside."""
+    @property
+    def waiting(self) -> int:
+        """Model requests of members waiting for their outputs now."""
+        with self._lock:
+            return self._waiting
+
+    def reserve(self) -> None:
+        """Count a member whose thread is about to start, from the starting thread: a partial
+        batch must not run in the moment between the start and the thread's joining.  That thread
+        then enters ``member(reserved=True)``."""
         self._join(1)
+
+    @contextmanager
+    def member(self, reserved: bool = False) -> Iterator[None]:
+        """The calling thread's model requests go through this round while inside (``reserved``:
+        counted already, see :meth:`reserve`)."""
+        if not reserved:
+            self._join(1)
         previous = current_round()
         _LOCAL.round = self
         try:
@@ -220,7 +246,7 @@ class BatchRound:
                 self._waiting += 1  # counted before its inputs are queued: whatever interrupts
                 request.counted = True  # this thread from here on, _finish undoes exactly this
                 self._owners[id(owner)] = owner
-                now = time.monotonic()
+                now = self._clock()
                 for index, item in enumerate(inputs):
                     key = (id(owner), kind, shape(item))
                     group = self._groups.get(key)
@@ -262,13 +288,13 @@ class BatchRound:
         self._changed()
 
     def _take(self, now: float) -> list[tuple[_Group, list[Row]]]:
-        """Batches ready to run (lock held): the next of each group whose oldest input has waited
-        ``stall_s`` (first, so full batches of other groups cannot starve them); else one ready
-        batch; else the next of every group once no member is working (the inputs left behind,
-        which wanted a taken row, go in the next batches); everything once closed.  Groups left
-        empty are dropped (a run sees a new clip length, and so a new group, per item)."""
+        """Batches ready to run (lock held): the next of each stalled group (first, so full batches
+        of other groups cannot starve them); else one ready batch; else the next of every group
+        once no member is working (the inputs left behind, which wanted a taken row, go in the next
+        batches); everything once closed.  Expired groups are dropped (a run sees a new clip
+        length, and so a new group, per item)."""
         groups = list(self._groups.values())
-        stale = [g for g in groups if self.stall_s is not None and g.queue.waited(now) >= self.stall_s]
+        stale = [g for g in groups if g.stalled(now, self.stall_s)]
         ready = next((g for g in groups if g.ready), None)
         if self._closed:
             work = [(g, layer) for g in groups for layer in g.queue.layers()]
@@ -280,7 +306,9 @@ class BatchRound:
             work = [(g, g.queue.layer()) for g in groups if g.queue.count]
         else:
             work = []
-        for key in [key for key, group in self._groups.items() if not group.queue.count]:
+        for group, _ in work:
+            group.last_run = now  # kept while it computes; the batch's end restarts the clock (_run)
+        for key in [key for key, group in self._groups.items() if group.expired(now, self.stall_s)]:
             del self._groups[key]
         return work
 
@@ -298,20 +326,21 @@ class BatchRound:
             return []
 
     def _next_stall(self, now: float) -> float | None:
-        """Seconds until the oldest waiting input has waited ``stall_s`` (None: nothing waits)."""
-        if self.stall_s is None or not self._groups:
+        """Seconds until an input has waited ``stall_s`` as :meth:`_take` counts (None: nothing waits)."""
+        waits = [group.queue.waited(now, group.last_run) for group in self._groups.values() if group.queue.count]
+        if self.stall_s is None or not waits:
             return None
-        return max(0.0, self.stall_s - max(group.queue.waited(now) for group in self._groups.values()))
+        return max(0.0, self.stall_s - max(waits))
 
     def _serve(self) -> None:
         while True:
             with self._lock:
-                work = self._take_or_fail(time.monotonic())
+                work = self._take_or_fail(self._clock())
                 while not work:
                     if self._closed:
                         return
-                    self._cond.wait(self._next_stall(time.monotonic()))
-                    work = self._take_or_fail(time.monotonic())
+                    self._cond.wait(self._next_stall(self._clock()))
+                    work = self._take_or_fail(self._clock())
             for group, chunk in work:
                 try:
                     self._run(group, chunk)
@@ -336,6 +365,7 @@ class BatchRound:
             count_running(-1)
         with self._lock:
             self.batches_run += 1
+            group.last_run = self._clock()
             for position, row in enumerate(live):
                 if position not in answers:  # only failed requests wanted it
                     continue

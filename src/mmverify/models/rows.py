@@ -164,9 +164,10 @@ class RowQueue:
             return len(self.queues)
         return min(self.rows, len(self.queues.get(0, ())))
 
-    def waited(self, now: float) -> float:
-        """How long the oldest waiting input has waited (a queue's first row holds its oldest)."""
-        return max((now - queue[0].receivers[0].asked_at for queue in self.queues.values()), default=0.0)
+    def waited(self, now: float, since: float = float("-inf")) -> float:
+        """How long the oldest waiting input has waited, counted from ``since`` where it asked
+        earlier (a queue's first row holds its oldest)."""
+        return max((now - max(queue[0].receivers[0].asked_at, since) for queue in self.queues.values()), default=0.0)
 
     def layer(self) -> list[Row]:
         """The next batch: by content, the first row waiting for each slot; packed, the first

@@ -57,7 +57,7 @@ def _within(item: WorkItem, timeout: float | None) -> Row | None:
 
 def _score_member(batch_round: BatchRound, item: WorkItem, timeout: float | None, slot: _Slot, free: threading.Semaphore) -> None:
     try:
-        with batch_round.member():
+        with batch_round.member(reserved=True):  # counted by score_together as it started this thread
             slot.row = _within(item, timeout)
         if slot.row is None and left_a_queue():  # only late for others' batches: alone, in this thread
             slot.row = _within(item, timeout)
@@ -115,6 +115,7 @@ def score_together(
                 batch_round.starting(True)
                 slot = _Slot()
                 slots.append(slot)
+                batch_round.reserve()  # a member from now: no partial batch runs before its thread joins
                 threading.Thread(
                     target=_score_member, args=(batch_round, entry, timeout, slot, free), name="mmverify-item", daemon=True
                 ).start()
