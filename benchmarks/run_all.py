@@ -31,6 +31,7 @@ SUITE: dict[str, tuple[list[str], list[str]]] = {  # name: (full arguments, quic
     "batched_scoring": ([], ["--items", "16", "--in-flight", "8", "--batch-size", "8", "--repeats", "1", "--check", "4"]),
     "clip_models": ([], ["--clips", "8", "--batch-size", "4", "--repeats", "1", "--check", "4"]),
     "dreamsim_batching": ([], ["--pairs", "8", "--batch-size", "4", "--repeats", "1", "--check", "4"]),
+    "row_fill": ([], ["--batches", "200"]),
 }
 
 

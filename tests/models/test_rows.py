@@ -84,6 +84,21 @@ def test_inputs_sharing_a_sampled_digest_but_not_their_content_take_separate_bat
     assert [[w.receiver for w in row.receivers] for row in second] == [["other"]] and queue.count == 0
 
 
+def test_a_bulk_of_inputs_takes_as_many_batches_as_the_most_inputs_one_row_is_wanted_by():
+    """What benchmarks/row_fill.py measures: each batch takes one input per wanted row, so a bulk
+    call's batch count is the largest row load, and each batch holds one input of every row left."""
+    rng = np.random.default_rng(3)
+    for rows, inputs in ((4, 4), (16, 32), (16, 64), (128, 256)):
+        values = [int(v) for v in rng.integers(0, 2**62, size=inputs)]
+        loads = np.bincount([content_digest(v) % rows for v in set(values)], minlength=rows)
+        queue = RowQueue(rows)
+        for v in values:
+            queue.add(Waiting(v, None, content_digest(v)))
+        sizes = [len(layer) for layer in queue.layers()]
+        assert len(sizes) == loads.max() and sum(sizes) == len(set(values))
+        assert sizes == [int((loads > k).sum()) for k in range(loads.max())]
+
+
 def test_a_batch_needs_one_to_rows_inputs():
     with pytest.raises(ValueError, match="1..2 inputs"):
         run_rows(lambda batch: batch, [], 2)
