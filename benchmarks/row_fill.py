@@ -4,8 +4,9 @@ Runs the project's own row placement (:class:`mmverify.models.rows.RowQueue`) on
 inputs, with no model and no clock, in two settings:
 
 - *during a run*: ``n`` items in flight, each waiting with one input; a batch takes one input per
-  wanted row, and every item it answers comes back at once with a new input (the best case of a
-  long run: the scheduler waits for them, see ``models/batching.py``);
+  wanted row, and every item it answers is back with a new input before the next batch starts --
+  a run whose model is the slow part.  (Where preparing items is the slow part, the scheduler
+  starts a batch once twice a batch waits, see ``models/batching.py``: the ``n=2x`` figure.)
 - *a bulk call*: ``n`` inputs at once and no more (a Reward call, or the end of a run): as many
   batches as the most inputs any one row is wanted by.
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import faulthandler
+import importlib
 import io
 import os
 import signal
 import threading
+import tomllib
 from pathlib import Path
 
 import pytest
 
+import mmverify.cli
+import mmverify.core.stacks
 from mmverify.core.stacks import dump_stacks_on_sigusr1
 from tests.waiting import wait_until
 
@@ -41,3 +45,14 @@ def test_every_thread_is_dumped_and_the_process_goes_on(tmp_path: Path):
 
 def test_a_stream_without_a_descriptor_installs_nothing():
     assert not dump_stacks_on_sigusr1(io.StringIO())
+
+
+def test_the_installed_mmverify_command_installs_the_handler(monkeypatch):
+    """The console script names the entry point that installs it, not the bare command app."""
+    target = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["scripts"]["mmverify"]
+    installed, ran = [], []
+    monkeypatch.setattr(mmverify.core.stacks, "dump_stacks_on_sigusr1", lambda *args: installed.append(True) or True)
+    monkeypatch.setattr(mmverify.cli, "app", lambda: ran.append(True))
+    module, _, name = target.partition(":")
+    getattr(importlib.import_module(module), name)()
+    assert installed and ran

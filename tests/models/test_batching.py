@@ -278,6 +278,36 @@ def test_a_stall_counts_from_the_end_of_its_kinds_last_batch():
     batch_round.close()
 
 
+def test_a_batch_that_answers_nobody_does_not_restart_the_stall_clock():
+    """The inputs of one request that want one row take turns; with nobody to come back to fill
+    the rows (the other member is busy elsewhere), they run one after another once stalled, not a
+    stall time apart."""
+    clock, owner, results = FakeClock(), object(), {}
+    model, answered = Recorder(), threading.Event()
+    batch_round = BatchRound(stall_s=1.0, clock=clock)
+    same_row = numbers_in_rows(2, [1, 1, 1])
+
+    def asks():
+        outputs = forward(owner, "double", same_row, model, 2)
+        answered.set()
+        return outputs
+
+    def busy():  # a judge call, say: it never asks a model before the answer has come
+        answered.wait()
+        return "done"
+
+    start = threading.Barrier(2)
+    threads = _members(batch_round, [("asks", asks), ("busy", busy)], results, start)
+    wait_until(lambda: batch_round.waiting == 1)
+    clock.now += 1.0  # the inputs have stalled; the clock stands still from here on
+    with batch_round.member():  # wakes the device thread
+        pass
+    wait_until(lambda: len(model.batches) == 3, timeout=30, message="the later turns ran without waiting another stall")
+    _finish(threads)
+    batch_round.close()
+    assert results == {"asks": [2 * x for x in same_row], "busy": "done"}
+
+
 def test_a_reserved_member_counts_before_its_thread_joins():
     """A member whose thread is starting (``reserve``) holds the partial batch of those waiting,
     so its input joins that batch."""

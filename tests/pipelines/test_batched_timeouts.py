@@ -89,6 +89,25 @@ def _wait_for_backend(owner: object) -> None:
     lock.release()
 
 
+def test_each_item_thread_is_a_member_from_before_its_start_to_its_end(registered, monkeypatch):
+    """score_together counts an item's thread as a member of the round before starting it (so no
+    partial batch runs in between), and the thread leaves once: the count never drops below zero
+    and is zero when the rows are out."""
+    join, rounds, counts = BatchRound._join, set(), []
+
+    def recorded(self: BatchRound, count: int) -> None:
+        join(self, count)
+        rounds.add(self)
+        counts.append(self._members)
+
+    monkeypatch.setattr(BatchRound, "_join", recorded)
+    items = [_item(i, "test_embeds") for i in range(6)]  # the first is its task's first use: alone
+    rows = list(score_together(items, _alone, in_flight=3, timeout=LIMIT_S))
+    assert _outcomes(rows) == ["scored"] * 6
+    assert len(rounds) == 1 and min(counts) >= 0 and next(iter(rounds))._members == 0
+    assert max(counts) <= 3  # in_flight
+
+
 def test_a_forward_holding_the_device_thread_times_out_only_its_own_item(registered):
     warm = [_item(0, "test_decodes"), _item(1, "test_embeds")]  # first uses: scored alone
     items = warm + [_item(2, "test_decodes", runaway=True), _item(3, "test_embeds")]

@@ -96,13 +96,10 @@ class Run:
 
     def stacks(self) -> str:
         """Every thread's stack in the score process and its workers (SIGUSR1), for a hang report."""
-        dumps = lambda: self.log.read_text(errors="replace").count(DUMP_HEADER)  # noqa: E731
-        for pid in self.processes():  # one at a time: dumps written at once interleave in the log
-            before = dumps()
+        for pid in self.processes():
             try:
-                os.kill(pid, signal.SIGUSR1)
-                wait_until(lambda: dumps() > before, timeout=10)  # a bounded wait, then go on
-            except (ProcessLookupError, AssertionError):
+                _dump_stacks(self, pid)
+            except (ProcessLookupError, AssertionError):  # gone, or no whole dump within the guard
                 pass
         return self.stderr(tail=30_000)
 
@@ -119,7 +116,17 @@ class Run:
             pass
 
 
-DUMP_HEADER = "(most recent call first):"  # faulthandler's line above each thread's stack
+# The outermost frame of a main thread, which faulthandler lists last: the end of a process's dump.
+DUMP_END = re.compile(r'(in _run_module_as_main|File "<string>", line 1 in <module>)\n')
+
+
+def _dump_stacks(run: Run, pid: int, guard_s: float = 10) -> None:
+    """Signal one process and wait until its dump is whole: dumps written at once interleave in
+    the shared log (faulthandler writes a line in pieces)."""
+    ends = lambda: len(DUMP_END.findall(run.log.read_text(errors="replace")))  # noqa: E731
+    before = ends()
+    os.kill(pid, signal.SIGUSR1)
+    wait_until(lambda: ends() > before, timeout=guard_s, message=lambda: f"the end of process {pid}'s stacks")
 
 
 def _children(parent: int, marker: bytes) -> list[int]:
@@ -241,17 +248,11 @@ def test_sigusr1_prints_the_stacks_of_the_run_and_its_workers_and_the_run_goes_o
     wait_until(lambda: run.held(judge_server) >= 2 or run.process.poll() is not None, timeout=RUN_GUARD_S, message=run.stderr)
     parent, *workers = run.processes()
     assert len(workers) == 2, f"expected two workers, found {workers}"
-    log = lambda: run.log.read_text(errors="replace")  # noqa: E731
-    # one process at a time: dumps written at once by three processes interleave in the shared log
-    in_its_loop = [(parent, r'pool\.py", line \d+ in run\n')]
-    in_its_loop += [(pid, r'pool_worker\.py", line \d+ in process_main\n') for pid in workers]
-    for pid, frame in in_its_loop:
-        seen = len(re.findall(frame, log()))
-        os.kill(pid, signal.SIGUSR1)
-        wait_until(
-            lambda: len(re.findall(frame, log())) > seen, timeout=RUN_GUARD_S,
-            message=lambda: f"the stacks of process {pid}: {run.stderr(tail=30_000)}",
-        )  # fmt: skip
+    for pid in (parent, *workers):
+        _dump_stacks(run, pid, guard_s=RUN_GUARD_S)
+    log = run.log.read_text(errors="replace")
+    assert re.search(r'pool\.py", line \d+ in run\n', log), run.stderr(tail=30_000)  # the parent, in its loop
+    assert len(re.findall(r'pool_worker\.py", line \d+ in process_main\n', log)) == 2, run.stderr(tail=30_000)
     assert run.process.poll() is None and len(run.processes()) == 3, "a signalled process ended"
     judge_server.open()
     assert run.finish() == 0, run.stderr()

@@ -2,8 +2,9 @@
 
 The way to see where a long or stuck run spends its time without stopping it: ``mmverify`` installs
 the handler at start-up and every worker process of ``--workers N`` does too, so signalling the
-``mmverify`` process or any of its workers shows that process's threads.  (Not the whole process
-group: multiprocessing's resource tracker, also in it, has no such handler and would end.)
+``mmverify`` process or any of its workers shows that process's threads.  Not the whole process
+group: multiprocessing's resource tracker, also in it, has no such handler and would end, as would
+a worker still starting up.  Ray actors have their own tool (``ray stack``).
 """
 
 from __future__ import annotations

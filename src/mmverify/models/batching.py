@@ -36,39 +36,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterator, Sequence
 
 from .compute_locks import POLL_S, computing, count_running
-from .rows import Compute, Row, RowQueue, Waiting, content_digest, run_rows, share
+from .rows import Compute, Row, RowQueue, ShapeOf, Waiting, compute_now, content_digest, one_shape, run_rows, share
 
-ShapeOf = Callable[[Any], Hashable]
+__all__ = ["BatchRound", "compute_now", "current_round", "forward", "left_a_queue", "one_shape", "outside_round"]
+
 STALL_S = 1.0  # an input that waited this long runs in a partial batch
-
-
-def one_shape(_: Any) -> None:
-    """Every input has the same shape (the default)."""
-    return None
-
-
-def compute_now(
-    inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = one_shape, owner: object = None,
-    by_content: bool = True,
-) -> list[Any]:
-    """Outputs of ``compute`` for ``inputs``, in order, computed in fixed-shape batches here and now
-    (under ``owner``'s lock when one is named); ``by_content``: see :class:`.rows.RowQueue`."""
-    outputs: list[Any] = [None] * len(inputs)
-    queues: dict[Hashable, RowQueue] = {}
-    for index, item in enumerate(inputs):
-        queues.setdefault(shape(item), RowQueue(batch_size, by_content)).add(Waiting(item, index, content_digest(item)))
-    for queue in queues.values():
-        for layer in queue.layers():
-            placed = [(row.slot, row.item) for row in layer]
-            if owner is None:
-                computed = run_rows(compute, placed, batch_size)
-            else:
-                with computing(owner):
-                    computed = run_rows(compute, placed, batch_size)
-            for row, output in zip(layer, computed):
-                for waiting, own in zip(row.receivers, share(output, len(row.receivers))):
-                    outputs[waiting.receiver] = own
-    return outputs
 
 
 _LOCAL = threading.local()
@@ -137,16 +109,17 @@ class _Group:
     owner: object
     compute: Compute
     queue: RowQueue  # receivers: (request, index of the input in it)
-    last_run: float = float("-inf")  # when its last batch was taken, then when it ended
+    taken_at: float = float("-inf")  # when its last batch was taken
+    answered_at: float = float("-inf")  # when its last batch that answered a request ended
 
     def stalled(self, now: float, stall_s: float | None) -> bool:
-        """An input has waited ``stall_s`` since it asked or since the group's last batch ended,
-        whichever came later."""
-        return stall_s is not None and self.queue.count > 0 and self.queue.waited(now, self.last_run) >= stall_s
+        """An input has waited ``stall_s`` since it asked or since the group's last batch that
+        answered a request ended (whose members come back with inputs), whichever came later."""
+        return stall_s is not None and self.queue.count > 0 and self.queue.waited(now, self.answered_at) >= stall_s
 
     def expired(self, now: float, stall_s: float | None) -> bool:
-        """Empty, and its last batch a stall time ago: nothing it knows can change a decision."""
-        return not self.queue.count and (stall_s is None or now - self.last_run >= stall_s)
+        """Empty, and its last batch taken a stall time ago: nothing it knows can change a decision."""
+        return not self.queue.count and (stall_s is None or now - max(self.taken_at, self.answered_at) >= stall_s)
 
     @property
     def ready(self) -> bool:
@@ -200,6 +173,10 @@ class BatchRound:
         batch must not run in the moment between the start and the thread's joining.  That thread
         then enters ``member(reserved=True)``."""
         self._join(1)
+
+    def unreserve(self) -> None:
+        """Undo :meth:`reserve` for a thread that could not be started."""
+        self._join(-1)
 
     @contextmanager
     def member(self, reserved: bool = False) -> Iterator[None]:
@@ -307,7 +284,7 @@ class BatchRound:
         else:
             work = []
         for group, _ in work:
-            group.last_run = now  # kept while it computes; the batch's end restarts the clock (_run)
+            group.taken_at = now  # kept while it computes: the batch's end may restart its clock
         for key in [key for key, group in self._groups.items() if group.expired(now, self.stall_s)]:
             del self._groups[key]
         return work
@@ -327,8 +304,10 @@ class BatchRound:
 
     def _next_stall(self, now: float) -> float | None:
         """Seconds until an input has waited ``stall_s`` as :meth:`_take` counts (None: nothing waits)."""
-        waits = [group.queue.waited(now, group.last_run) for group in self._groups.values() if group.queue.count]
-        if self.stall_s is None or not waits:
+        if self.stall_s is None:
+            return None
+        waits = [group.queue.waited(now, group.answered_at) for group in self._groups.values() if group.queue.count]
+        if not waits:
             return None
         return max(0.0, self.stall_s - max(waits))
 
@@ -365,7 +344,7 @@ class BatchRound:
             count_running(-1)
         with self._lock:
             self.batches_run += 1
-            group.last_run = self._clock()
+            answered = bool(failures)
             for position, row in enumerate(live):
                 if position not in answers:  # only failed requests wanted it
                     continue
@@ -377,8 +356,11 @@ class BatchRound:
                     request.filled += 1
                     if request.filled == request.size:
                         self._finish(request)
+                        answered = True
             for request, error in failures.items():
                 self._finish(request, error)
+            if answered:  # its members come back with their next inputs: a stall counts from now
+                group.answered_at = self._clock()
 
 
 def _compute(group: _Group, live: list[Row]) -> tuple[dict[int, Any], dict[_Request, BaseException]]:

@@ -11,9 +11,10 @@ with copies) or beside other items' inputs: its output is then the same bytes ho
 of a run are grouped, resumed or scored one by one.
 
 Two inputs that pick the same row cannot share a batch; :class:`RowQueue` keeps them in line, one
-per batch (a *layer*), and identical inputs share one row.  A layer of ``n`` waiting inputs on
-``rows`` rows fills about ``1 - exp(-n / rows)`` of them: 86 % when twice a batch is waiting, and
-a bulk call needs as many batches as the most inputs any one row is wanted by.  Where rows are
+per batch (a *layer*), and identical inputs share one row.  A layer of ``n`` fresh inputs on
+``rows`` rows fills about ``1 - exp(-n / rows)`` of them; in a run, where the inputs left behind
+keep waiting, about 78 % with twice a batch waiting, and a bulk call needs as many batches as the
+most inputs any one row is wanted by (``benchmarks/row_fill.py``).  Where rows are
 known not to round by position, a backend packs them instead (``rows=packed``).
 """
 
@@ -23,11 +24,14 @@ import copy
 import hashlib
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Hashable, Iterable, Sequence
 
 import numpy as np
 
+from .compute_locks import computing
+
 Compute = Callable[[list[Any]], Sequence[Any]]
+ShapeOf = Callable[[Any], Hashable]
 _WHOLE_BYTES = 1 << 16  # arrays up to this size are digested whole, larger ones by a fixed sample
 _SAMPLE = 4096  # elements of the evenly spaced sample, plus the last few (a fade-out's tail)
 
@@ -212,3 +216,32 @@ def run_rows(compute: Compute, placed: Sequence[tuple[int, Any]], rows: int) -> 
 def share(output: Any, receivers: int) -> list[Any]:
     """``output`` for the first receiver, independent copies for the others."""
     return [output] + [copy.deepcopy(output) for _ in range(receivers - 1)]
+
+
+def one_shape(_: Any) -> None:
+    """Every input has the same shape (the default)."""
+    return None
+
+
+def compute_now(
+    inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = one_shape, owner: object = None,
+    by_content: bool = True,
+) -> list[Any]:
+    """Outputs of ``compute`` for ``inputs``, in order, computed in fixed-shape batches here and now
+    (under ``owner``'s lock when one is named); ``by_content``: see :class:`RowQueue`."""
+    outputs: list[Any] = [None] * len(inputs)
+    queues: dict[Hashable, RowQueue] = {}
+    for index, item in enumerate(inputs):
+        queues.setdefault(shape(item), RowQueue(batch_size, by_content)).add(Waiting(item, index, content_digest(item)))
+    for queue in queues.values():
+        for layer in queue.layers():
+            placed = [(row.slot, row.item) for row in layer]
+            if owner is None:
+                computed = run_rows(compute, placed, batch_size)
+            else:
+                with computing(owner):
+                    computed = run_rows(compute, placed, batch_size)
+            for row, output in zip(layer, computed):
+                for waiting, own in zip(row.receivers, share(output, len(row.receivers))):
+                    outputs[waiting.receiver] = own
+    return outputs

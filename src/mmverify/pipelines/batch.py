@@ -116,9 +116,13 @@ def score_together(
                 slot = _Slot()
                 slots.append(slot)
                 batch_round.reserve()  # a member from now: no partial batch runs before its thread joins
-                threading.Thread(
-                    target=_score_member, args=(batch_round, entry, timeout, slot, free), name="mmverify-item", daemon=True
-                ).start()
+                try:
+                    threading.Thread(
+                        target=_score_member, args=(batch_round, entry, timeout, slot, free), name="mmverify-item", daemon=True
+                    ).start()
+                except BaseException:
+                    batch_round.unreserve()
+                    raise
             yield from _finished_head(slots)
         batch_round.starting(False)
         yield from _all(slots)
