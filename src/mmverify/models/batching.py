@@ -21,8 +21,9 @@ than a model:
   :func:`outside_round`: its forwards are computed at once in its own thread, since the items
   blocked on that lock could never join its partial batch;
 * an input that has waited ``stall_s`` seconds (since it asked, or since the end of its kind's
-  last batch, whose members come back to fill the next) runs anyway, in a partial batch -- the
-  item threads that are not waiting are busy elsewhere (a judge call, a slow decode).
+  last batch that answered an item, whose members come back to fill the next) runs anyway, in a
+  partial batch -- the item threads that are not waiting are busy elsewhere (a judge call, a slow
+  decode).
 
 A backend never computes in two threads at once (:mod:`.compute_locks`).
 """
@@ -112,10 +113,13 @@ class _Group:
     taken_at: float = float("-inf")  # when its last batch was taken
     answered_at: float = float("-inf")  # when its last batch that answered a request ended
 
-    def stalled(self, now: float, stall_s: float | None) -> bool:
-        """An input has waited ``stall_s`` since it asked or since the group's last batch that
+    def waited(self, now: float) -> float:
+        """How long its oldest input has waited since it asked or since the group's last batch that
         answered a request ended (whose members come back with inputs), whichever came later."""
-        return stall_s is not None and self.queue.count > 0 and self.queue.waited(now, self.answered_at) >= stall_s
+        return self.queue.waited(now, self.answered_at)
+
+    def stalled(self, now: float, stall_s: float | None) -> bool:
+        return stall_s is not None and self.queue.count > 0 and self.waited(now) >= stall_s
 
     def expired(self, now: float, stall_s: float | None) -> bool:
         """Empty, and its last batch taken a stall time ago: nothing it knows can change a decision."""
@@ -306,7 +310,7 @@ class BatchRound:
         """Seconds until an input has waited ``stall_s`` as :meth:`_take` counts (None: nothing waits)."""
         if self.stall_s is None:
             return None
-        waits = [group.queue.waited(now, group.answered_at) for group in self._groups.values() if group.queue.count]
+        waits = [group.waited(now) for group in self._groups.values() if group.queue.count]
         if not waits:
             return None
         return max(0.0, self.stall_s - max(waits))
