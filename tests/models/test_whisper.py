@@ -135,6 +135,31 @@ def test_hf_whisper_transcribes_batched_like_unbatched(tiny_hf, clips):
     assert batched.model.training is False
 
 
+def test_a_fixed_decode_length_does_not_repeat_transformers_length_notice(tiny_hf, clips):
+    import logging
+
+    class Recorder(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(logging.DEBUG)
+            self.messages: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.messages.append(record.getMessage())
+
+    logger = logging.getLogger("transformers.generation.utils")
+    recorder = Recorder()
+    logger.addHandler(recorder)
+    try:
+        backend = HFWhisper(source=str(tiny_hf), batch_size=2, max_new_tokens=4)
+        backend.transcribe(clips[:2], language="english")
+        backend.transcribe(clips[2:4], language="english")
+        logger.warning("Both `max_length` and something else")  # other notices still pass
+    finally:
+        logger.removeHandler(recorder)
+    assert not [text for text in recorder.messages if "max_new_tokens" in text]
+    assert recorder.messages[-1] == "Both `max_length` and something else"
+
+
 def prompts(backend: HFWhisper) -> list[list[str]]:
     """Records the decoder prompt of every ``generate`` call (its first forward pass)."""
     seen: list[list[str]] = []

@@ -25,6 +25,7 @@ limit, decoding settings and the clip's content hash.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
@@ -73,6 +74,21 @@ def split_long_clip(
         start = cut
     pieces.append(clip[start:])
     return pieces
+
+
+class _FixedLengthNotice(logging.Filter):
+    """Drops transformers' notice that ``max_new_tokens`` overrides the checkpoint's ``max_length``.
+
+    A fixed decode length sets both on purpose, and ``generate`` repeats the notice on every batch
+    (clearing the checkpoint's ``max_length`` does not help: ``generate`` fills in a default).
+    Nothing else from transformers is filtered."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Both `max_new_tokens`")
+
+
+_FIXED_LENGTH_NOTICE = _FixedLengthNotice()
+_GENERATE_LOGGER = "transformers.generation.utils"
 
 
 def _language_code(language: str | None, languages: dict[str, str], to_code: dict[str, str]) -> str | None:
@@ -250,6 +266,8 @@ class HFWhisper(WhisperBase):
             raise ModelUnavailable(self.name, f"checkpoint expects {rate} Hz audio, not {SAMPLE_RATE}")
         if self.features == "torch":
             self._mel = self._torch_front_end(self.processor.feature_extractor, model.config)
+        if self.max_new_tokens is not None:
+            logging.getLogger(_GENERATE_LOGGER).addFilter(_FIXED_LENGTH_NOTICE)  # added once: one object
 
     def _torch_front_end(self, extractor: Any, config: Any) -> Any:
         from .whisper_features import WhisperMelFeatures
