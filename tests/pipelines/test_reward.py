@@ -126,6 +126,9 @@ def test_rows_do_not_depend_on_batch_position():
     later = reward([({"order": ["it"]}, ["x"]), ({"order": ["t"]}, ["hello"])]).rows[1]
     assert {**later, "line": 1} == alone
     assert alone["instance_id"].startswith("i_structure/")
+    # manifest lines are named by their position, as `mmverify score` names them
+    line = {"task": "i_structure", "instance": {"order": ["t"]}, "parts": [to_part("hello")]}
+    assert [row["instance_id"] for row in reward.score_items([line, line]).rows] == ["i_structure/line-1", "i_structure/line-2"]
 
 
 def test_several_tasks_and_refusals(tmp_path: Path):
@@ -137,6 +140,8 @@ def test_several_tasks_and_refusals(tmp_path: Path):
     )
     assert batch.scores == [1.0, 1.0, None]
     assert batch.rows[2]["error"]["code"] == "unknown_task" and "a_structure, i_structure" in batch.rows[2]["error"]["message"]
+    unnamed = reward([({"order": ["it"]}, [GREEN_BORDER, "caption"])]).rows[0]
+    assert unnamed["error"]["code"] == "malformed_line" and "tasks=[...]" in unnamed["error"]["message"]
 
     # the restriction reads the task as the planner does: a name too long to show in a row, one
     # padded with whitespace, one with the registry's prefix

@@ -178,7 +178,10 @@ class Reward:
         annotation's content, so a row does not depend on the item's position in a batch."""
         task = task or self.fixed_task
         if task is None:
-            raise ValueError("this reward scores several tasks: name the task of each item")
+            raise ValueError(
+                "this reward scores several tasks: name the task of each item "
+                "(reward(pairs, tasks=[...]), build(..., task=...) or a 'task' field of a manifest line)"
+            )
         if isinstance(instance, str):
             try:
                 instance = loads_json(instance)
