@@ -203,8 +203,8 @@ def worker_rates(
     name: str, spec_for: Callable[[int], str], items: list[dict], backend_rate: Callable[[], float], args: argparse.Namespace, root: Path,
     env: dict,
 ) -> dict[str, Any]:
-    """``mmverify score --workers N`` with ``--batch-items 1`` (shape 1) vs ``--in-flight`` (shape
-    ``--batch-size``); worker start-up and model loading are inside the timing (a fresh pool per run),
+    """``mmverify score --workers N`` with ``--batch-items 1`` (shape 1) vs ``--batch-items`` set to
+    this script's ``--in-flight`` (shape ``--batch-size``); worker start-up and model loading are inside the timing (a fresh pool per run),
     the reference index is built before it."""
     from mmverify.pipelines.context import ScoringContext
     from mmverify.pipelines.score import ScoreConfig, run_score
