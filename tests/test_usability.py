@@ -7,11 +7,13 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import soundfile as sf
 from typer.testing import CliRunner
 
 from mmverify import __version__
 from mmverify.cli import app
+from mmverify.models.base import ModelUnavailable
 from mmverify.models.hub import ModelHub
 from mmverify.pipelines.plan import Planner, WorkItem
 from mmverify.pipelines.readiness import readiness, task_readiness
@@ -134,6 +136,49 @@ def test_doctor_lists_every_task_with_its_fix(monkeypatch):
     assert any("reference set esc50" in fix for fix in sound.fixes())
     result = runner.invoke(app, ["doctor", "--missing"])
     assert result.exit_code == 0 and "i_object_include" in result.output and "i_format_border" not in result.output
+
+
+def test_a_judge_is_ready_only_when_usable_as_configured(monkeypatch, tmp_path: Path):
+    from mmverify.pipelines.readiness import judge_requirement
+
+    for name in ("MMVERIFY_VLM_BASE_URL", "MMVERIFY_VLM_MODEL", "MMVERIFY_VLM_API_KEY_ENV", "MMVERIFY_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MMVERIFY_VLM_MODEL", f"transformers:{tmp_path / 'no-such-checkpoint'}")
+    local = judge_requirement("default")
+    assert not local.ok and "does not exist" in local.detail
+    monkeypatch.setenv("MMVERIFY_VLM_MODEL", "gpt-4o")
+    monkeypatch.setenv("MMVERIFY_VLM_BASE_URL", "notaurl")
+    bad_url = judge_requirement("default")
+    assert not bad_url.ok and "http(s) URL" in bad_url.detail
+    monkeypatch.setenv("MMVERIFY_VLM_BASE_URL", "http://127.0.0.1:8001/v1")
+    monkeypatch.setenv("MMVERIFY_VLM_API_KEY_ENV", "MMVERIFY_TEST_UNSET_KEY")
+    monkeypatch.delenv("MMVERIFY_TEST_UNSET_KEY", raising=False)
+    keyless = judge_requirement("default")
+    assert keyless.ok and "no key: MMVERIFY_TEST_UNSET_KEY is not set" in keyless.detail
+    monkeypatch.setenv("MMVERIFY_TEST_UNSET_KEY", "secret")
+    assert judge_requirement("default").detail == "gpt-4o at http://127.0.0.1:8001/v1"
+
+    # a URL no request could use is refused where the options are read, before anything is scored
+    manifest = write_manifest(tmp_path / "m.jsonl", [{"task": "i_structure", "instance": {"order": ["t"]}, "parts": [{"type": "text", "text": "x"}]}])
+    for option in (["--vlm-base-url", "localhost:8000/v1", "--vlm-model", "m"], ["--vlm-role", "ocr=m@notaurl"]):
+        result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "out"), *option])
+        assert result.exit_code == 2 and "http(s) URL" in _flat(result.output), result.output
+
+
+def test_a_device_torch_cannot_name_is_refused_before_scoring(monkeypatch, tmp_path: Path):
+    from mmverify.models.speaker import ResemblyzerSpeaker
+
+    manifest = write_manifest(tmp_path / "m.jsonl", [{"task": "i_structure", "instance": {"order": ["t"]}, "parts": [{"type": "text", "text": "x"}]}])
+    result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "out"), "--device", "tpu"])
+    assert result.exit_code == 2 and "'tpu' is not a torch device" in _flat(result.output), result.output
+    # set in the environment instead, it shows in doctor and --dry-run, and a model load says it
+    monkeypatch.setenv("MMVERIFY_DEVICE", "tpu")
+    state = ResemblyzerSpeaker().availability()  # its weights ship in its wheel: ready but for the device
+    assert not state.ok and "'tpu' is not a torch device" in state.reason
+    with pytest.raises(ModelUnavailable, match="'tpu' is not a torch device"):
+        ResemblyzerSpeaker().ensure_loaded()
+    monkeypatch.setenv("MMVERIFY_DEVICE", "cpu")
+    assert ResemblyzerSpeaker().availability().ok
 
 
 def test_model_unavailable_names_a_usable_alternative(monkeypatch, tmp_path: Path):

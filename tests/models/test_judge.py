@@ -205,6 +205,13 @@ def test_connection_errors_are_retried_then_fail():
     assert "connection error" in judge_failed(excinfo) and "2 attempts" in excinfo.value.message
 
 
+def test_a_base_url_without_a_scheme_fails_at_once():
+    judge = OpenAICompatibleJudge(MODEL, "notaurl", max_retries=3, backoff_base=0.001)
+    with pytest.raises(ScoringError) as excinfo:
+        judge.ask("q")
+    assert "unusable base URL" in judge_failed(excinfo) and "1 attempt" in excinfo.value.message
+
+
 def test_empty_content_is_a_failure_never_an_answer(vlm_server: VLMServer, tmp_path: Path):
     vlm_server.script(empty_content())
     judge = vlm_server.judge(cache=tmp_path / "judge.sqlite", max_retries=3)

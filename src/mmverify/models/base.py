@@ -51,14 +51,28 @@ def is_local(source: str) -> bool:
     return "/" in source and Path(source).exists()
 
 
+def check_device(device: str) -> str:
+    """The type of ``device`` (``cpu``, ``cuda``, ``mps`` ...) if torch can name it, else ValueError."""
+    import torch
+
+    try:
+        return torch.device(device).type
+    except (RuntimeError, ValueError, TypeError):
+        raise ValueError(f"device {device!r} is not a torch device (cpu, cuda, cuda:1, mps)") from None
+
+
 def pick_device(preferred: str | None = None) -> str:
     """``cuda`` > ``mps`` > ``cpu`` unless ``preferred`` (or the MMVERIFY_DEVICE setting) names one."""
     preferred = preferred or setting("MMVERIFY_DEVICE") or None
     import torch
 
     if preferred:
-        if preferred.startswith("cuda") and not torch.cuda.is_available():
+        kind = check_device(preferred)
+        if kind == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"device {preferred!r} requested but CUDA is not available")
+        mps = getattr(torch.backends, "mps", None)
+        if kind == "mps" and not (mps is not None and mps.is_available()):
+            raise ValueError(f"device {preferred!r} requested but MPS is not available")
         return preferred
     if torch.cuda.is_available():
         return "cuda"
@@ -251,6 +265,11 @@ class Backend(ABC):
         missing = missing_packages(self.packages)
         if missing:
             return Availability(False, f"missing Python packages: {', '.join(missing)} (pip install \"mmverify[{self.extra}]\")", "-")
+        if self.needs_torch:
+            try:
+                pick_device(self.requested_device)
+            except ValueError as exc:
+                return Availability(False, str(exc), "-")
         if getattr(self, "precision", "fp32") == "fp16" and self.device_type == "cpu":
             return Availability(False, FP16_ON_CPU, "-")
         try:
@@ -324,7 +343,10 @@ class Backend(ABC):
                 from ..envfix import install_torchvision_op_stubs
 
                 install_torchvision_op_stubs()
-                self.device = pick_device(self.requested_device)
+                try:
+                    self.device = pick_device(self.requested_device)
+                except ValueError as exc:
+                    raise ModelUnavailable(self.name, str(exc)) from None
                 if self._tagged_device not in (None, device_type_of(self.device)):
                     self._fingerprint = None  # the settings chose another device since: key by this one
             else:

@@ -192,6 +192,8 @@ class OpenAICompatibleJudge:
 
         if isinstance(exc, httpx.TimeoutException):
             return Failure(f"no reply within {timeout:g} s ({type(exc).__name__})", retryable=True)
+        if isinstance(exc, httpx.UnsupportedProtocol):  # a base URL without http(s): retrying cannot help
+            return Failure(f"unusable base URL: {excerpt(str(exc))}", retryable=False)
         return Failure(f"connection error: {type(exc).__name__}: {excerpt(str(exc))}", retryable=True)
 
     def _cached(self, key: str) -> str | None:

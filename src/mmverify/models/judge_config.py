@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping, MutableMapping, Sequence
 
 from ..core.registry import UnknownIdError
 from ..core.settings import default_cache_dir, is_true, scoring_settings, setting
+from .judge_endpoint import check_base_url
 from .judge_usage import judge_identity
 
 ROLES: tuple[str, ...] = ("default", "spatial", "spatial_relative", "spatial_absolute", "ocr", "ocr_second", "llm")
@@ -170,6 +171,11 @@ def apply_cli_options(
     if concurrency is not None and concurrency < 1:
         raise ValueError("--vlm-concurrency must be >= 1")
     parsed = [parse_role_spec(spec) for spec in roles]  # validate everything before changing anything
+    if base_url:
+        check_base_url(base_url)
+    for role, _model, url in parsed:
+        if url:
+            check_base_url(url, f"the URL of --vlm-role {role}")
     if base_url:
         env[ENV_PREFIX + "BASE_URL"] = base_url
     if model:

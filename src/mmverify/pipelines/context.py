@@ -37,7 +37,7 @@ from ..core.registry import UnknownIdError
 from ..core.settings import (
     SETTINGS_PREFIX, environment_settings, installed_context, scoring_settings, set_installed_context,
 )  # fmt: skip
-from ..models.base import check_precision
+from ..models.base import check_device, check_precision
 
 _POLL_S = 0.05
 
@@ -104,6 +104,11 @@ class ScoringContext:
             object.__setattr__(self, "cache_dir", str(self.cache_dir))
         if self.precision:
             check_precision(self.precision)
+        if self.device:
+            try:
+                check_device(self.device)
+            except ImportError:  # no torch: no backend here takes a device
+                pass
         for name, parse, text in (("models", parse_specs, self.models), ("references", parse_references, self.references)):
             try:
                 parse(_joined(text))

@@ -63,12 +63,33 @@ def capability_requirement(capability: str) -> Requirement:
 
 
 def judge_requirement(role: str) -> Requirement:
-    from ..models.judge_config import config_from_env
+    """A judge is ready when configured and usable as configured: a local checkpoint that exists
+    (or is in the hub cache) with its packages, or an endpoint with an http(s) URL.  An unset key
+    variable is only noted: servers on this machine often take none."""
+    import os
 
+    from ..models.judge_config import LOCAL_PREFIX, config_from_env
+    from ..models.judge_endpoint import check_base_url, is_loopback
+    from ..models.judge_local import TransformersVLMJudge
+
+    what = f"judge ({role})"
     config = config_from_env(role)
     if config is None:
-        return Requirement(f"judge ({role})", False, _JUDGE_FIX)
-    return Requirement(f"judge ({role})", True, f"{config.model} at {config.base_url or 'in-process'}")
+        return Requirement(what, False, _JUDGE_FIX)
+    if config.is_local:
+        state = TransformersVLMJudge(config.model[len(LOCAL_PREFIX) :]).availability()
+        return Requirement(what, state.ok, f"{config.model} in-process ({state.location})" if state.ok else state.reason)
+    assert config.base_url is not None
+    try:
+        check_base_url(config.base_url, "the judge's base URL")
+    except ValueError as exc:
+        return Requirement(what, False, str(exc))
+    notes = []
+    if config.offline and not is_loopback(config.base_url):
+        notes.append("offline: cached replies only")
+    if not os.environ.get(config.api_key_env):
+        notes.append(f"no key: {config.api_key_env} is not set")
+    return Requirement(what, True, f"{config.model} at {config.base_url}" + (f" ({'; '.join(notes)})" if notes else ""))
 
 
 def reference_requirement(name: str) -> Requirement:
