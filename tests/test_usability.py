@@ -56,6 +56,28 @@ def test_instruction_file_names_route_by_the_row_fields(tmp_path: Path, mmmg_ins
     assert _tasks(filtered.plan_all(1, line(both))) == ["a_music_tempo"]
 
 
+def test_a_line_with_one_unusable_part_keeps_its_task_model_and_sample(tmp_path: Path, mmmg_instructions: Path):
+    """Its row counts against the task it names (so `--aggregate as_zero` sees it), never as a task "?"."""
+    rows = [json.loads(line) for line in (mmmg_instructions / "a_music_attribute.jsonl").read_text().splitlines()]
+    both = next(i for i, r in enumerate(rows) if "instrument" in r and "tempo" in r)
+    planner = Planner(manifest_dir=tmp_path, instructions=InstructionSet(mmmg_instructions))
+    bad_data = {"type": "image", "data": "not base64!"}
+    line = {"task": "i_format_border", "instance": {"color": "green"}, "model": "m1", "sample": 3, "parts": [bad_data]}
+    (row,) = planner.plan_all(1, json.dumps(line))
+    assert (row["task"], row["model"], row["sample"], row["instance_id"]) == ("i_format_border", "m1", 3, "i_format_border/line-1")
+    assert row["error"]["code"] == "malformed_line" and "not valid base64" in row["error"]["message"]
+    no_source = {**line, "parts": [{"type": "image"}]}
+    assert planner.plan_all(2, json.dumps(no_source))[0]["task"] == "i_format_border"
+    # an instruction file's name routes as a scored line would: one row per task the row feeds
+    music = {"task": "a_music_attribute", "instance_id": f"a_music_attribute/{both}", "parts": [{"type": "audio"}]}
+    assert _tasks(planner.plan_all(3, json.dumps(music))) == ["a_music_instrument", "a_music_tempo"]
+    # and --tasks filters it like any other line
+    filtered = Planner(manifest_dir=tmp_path, tasks=frozenset({"i_structure"}))
+    assert filtered.plan_all(1, json.dumps(line)) == [] and filtered.stats.skipped_filtered == 1
+    # a line whose other fields are unusable still has no task to name
+    assert planner.plan_all(4, json.dumps({**line, "sample": -1}))[0]["task"] == "?"
+
+
 def test_inline_rows_of_a_file_route_too(tmp_path: Path):
     save_png(tmp_path / "g.png", bordered("green"))
     planner = Planner(manifest_dir=tmp_path)

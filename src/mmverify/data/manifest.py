@@ -72,8 +72,17 @@ def _refuse_unusable_values(raw: dict[str, Any]) -> None:
         raise ManifestError(f"unusable value at {problem}")
 
 
+def _instance_problem(generation: Generation) -> str | None:
+    return first_problem(generation.instance, "instance") if generation.instance is not None else None
+
+
+def _usable_instance(generation: Generation) -> dict[str, Any] | None:
+    """The inline instance, or None where it holds a value JSON cannot carry."""
+    return None if _instance_problem(generation) is not None else generation.instance
+
+
 def _check_instance_values(generation: Generation) -> Generation:
-    problem = first_problem(generation.instance, "instance") if generation.instance is not None else None
+    problem = _instance_problem(generation)
     if problem is not None:
         raise ManifestError(f"unusable value at {problem}", ErrorCode.INVALID_INSTANCE, replace(generation, instance=None))
     return generation
@@ -99,16 +108,12 @@ def parse_generation(raw: Any, line: int = 0) -> Generation:
     _expect(model is None or isinstance(model, str), "'model' must be a string when given")
     parts = raw.get("parts")
     _expect(isinstance(parts, list), "'parts' must be a list")
-    generation = Generation(
-        task=task,
-        instance_id=instance_id,
-        parts=tuple(parse_part(p, i) for i, p in enumerate(parts)),
-        sample=sample,
-        model=model,
-        instance=instance,
-        line=line,
-    )
-    return _check_instance_values(generation)
+    generation = Generation(task=task, instance_id=instance_id, parts=(), sample=sample, model=model, instance=instance, line=line)
+    try:
+        parsed = tuple(parse_part(p, i) for i, p in enumerate(parts))
+    except ManifestError as exc:  # the rest of the line is valid: its row names the task and sample
+        raise ManifestError(str(exc), exc.code, replace(generation, instance=_usable_instance(generation))) from None
+    return _check_instance_values(replace(generation, parts=parsed))
 
 
 def parse_line(text: str, line: int = 0) -> Generation:

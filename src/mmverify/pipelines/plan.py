@@ -192,23 +192,38 @@ class Planner:
         try:
             generation = parse_line(text, line)
         except ManifestError as exc:
-            return [self._error_row(line, text, "?", "?", exc.code, str(exc), exc.generation)]
+            if exc.generation is None:
+                return [self._error_row(line, text, "?", "?", exc.code, str(exc))]
+            # the rest of the line is valid: one row per task it would feed, as if it were scored
+            refused, _ = self._routed(exc.generation, refused=True)
+            return [self._error_row(line, text, g.task, g.instance_id, exc.code, str(exc), g) for g in refused]
+        try:
+            routed, source = self._routed(generation)
+        except UnknownIdError as exc:
+            return [self._error_row(line, text, generation.task, generation.instance_id, ErrorCode.UNKNOWN_TASK, str(exc), generation)]
+        except ScoringError as exc:
+            return [self._error_row(line, text, generation.task, generation.instance_id, exc.code, exc.message, generation)]
+        return [self._plan_generation(line, text, g, source) for g in routed]
+
+    def _routed(self, generation: Generation, refused: bool = False) -> tuple[list[Generation], str | None]:
+        """:meth:`_route` under ``--tasks`` (an empty list: filtered out, counted).  Routing errors
+        raise, except for a ``refused`` line: its row then names the task as the line wrote it."""
         named = generation.task
         if self.tasks is not None and named not in self.tasks and named not in CATALOG and named not in SOURCE_FILES:
-            self.stats.skipped_filtered += 1
-            return []
-        try:
-            routed, source = self._route(generation)
-        except UnknownIdError as exc:
-            return [self._error_row(line, text, named, generation.instance_id, ErrorCode.UNKNOWN_TASK, str(exc), generation)]
-        except ScoringError as exc:
-            return [self._error_row(line, text, named, generation.instance_id, exc.code, exc.message, generation)]
-        if self.tasks is not None and named not in self.tasks:
-            routed = [g for g in routed if g.task in self.tasks]
-        if not routed:
-            self.stats.skipped_filtered += 1
-            return []
-        return [self._plan_generation(line, text, g, source) for g in routed]
+            routed: list[Generation] = []
+        else:
+            try:
+                routed, source = self._route(generation)
+            except (UnknownIdError, ScoringError):
+                if not refused:
+                    raise
+                routed, source = [generation], None
+            if self.tasks is not None and named not in self.tasks:
+                routed = [g for g in routed if g.task in self.tasks]
+            if routed:
+                return routed, source
+        self.stats.skipped_filtered += 1
+        return [], None
 
     def _route(self, generation: Generation) -> tuple[list[Generation], str | None]:
         """The task(s) a line is scored by.  A task id stands for itself; an instruction file's name
