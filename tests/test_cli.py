@@ -22,6 +22,13 @@ def test_tasks_lists_the_whole_benchmark():
     assert {t["id"] for t in listed if t["implemented"]} >= {"i_format_border", "i_structure"}
 
 
+def test_tasks_of_one_group_and_an_unknown_group():
+    audio = json.loads(runner.invoke(app, ["tasks", "--json", "--group", "audio"]).stdout)
+    assert audio and {t["group"] for t in audio} == {"audio"} and len(audio) == sum(t.group == "audio" for t in TASKS)
+    result = runner.invoke(app, ["tasks", "--group", "audi"])
+    assert result.exit_code == 2 and "Did you mean 'audio'?" in result.output
+
+
 def test_score_then_report(tmp_path: Path, mmmg_instructions: Path):
     save_png(tmp_path / "a.png", scene())
     manifest = write_manifest(

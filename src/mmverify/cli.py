@@ -71,6 +71,11 @@ def tasks_command(
             _fail(str(exc))
         return
 
+    groups = sorted({t.group for t in TASKS})
+    if group is not None and group not in groups:
+        from .core.registry import UnknownIdError
+
+        _fail(f"{UnknownIdError('group', group, groups)} Groups: {', '.join(groups)}")
     entries = [t for t in TASKS if group is None or t.group == group]
     if markdown:
         print(markdown_table(tuple(entries)), end="")

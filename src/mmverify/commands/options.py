@@ -30,7 +30,7 @@ VLM_MODEL = typer.Option(
 )
 VLM_ROLE = typer.Option(
     [], "--vlm-role", help=(
-        "Judge for one role: ROLE=MODEL[@URL] (repeatable). Roles: spatial (fallback of spatial_relative and "
+        "Judge for one role: ROLE=MODEL[@URL] (repeatable). Roles: default (every role left unset), spatial (fallback of spatial_relative and "
         "spatial_absolute), spatial_relative, spatial_absolute, ocr, ocr_second (a different model that also reads "
         "Chinese text), llm. Unset settings come from the parent role, then the default judge."
     ), rich_help_panel="Judge"
