@@ -66,3 +66,10 @@ def test_groups_overall_errors_and_determinism():
     assert summary["tasks"]["a_structure"]["errors"] == {"timeout": 1} and summary["n_error"] == 1
     assert summarize(rows)["tasks"] == summary["tasks"]  # seeded: identical intervals
     assert "by_model" not in summary
+
+
+def test_the_markdown_report_counts_in_words():
+    from mmverify.pipelines.report import render_markdown
+
+    assert "1 generation, 1 error." in render_markdown({"n": 1, "n_error": 1, "tasks": {}})
+    assert "2 generations, 0 errors." in render_markdown({"n": 2, "n_error": 0, "tasks": {}})

@@ -96,6 +96,13 @@ def test_csv_holds_means_intervals_and_counts(tmp_path: Path) -> None:
     assert path.read_bytes() == write_leaderboard_csv(run).read_bytes()
 
 
+def test_rows_without_a_model_have_an_empty_model_cell(tmp_path: Path) -> None:
+    run = write_run(tmp_path, [{**r, "model": None} for r in ROWS if r["model"] == "alpha"])
+    with open(write_leaderboard_csv(run), newline="", encoding="utf-8") as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert row["model"] == "" and float(row["overall"]) == pytest.approx(0.625, abs=1e-6)
+
+
 def test_html_table_groups_tasks_and_marks_the_best(tmp_path: Path) -> None:
     text = leaderboard_html(build_leaderboard(load_run(write_run(tmp_path, ROWS))))
     top, tasks = text.split("</tr><tr>", 1)  # the group header row, then the task header row

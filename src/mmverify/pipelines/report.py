@@ -29,13 +29,18 @@ def _ci(ci: list[float] | None) -> str:
     return "–" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
+def counted(number: int, noun: str) -> str:
+    """``1 error``, ``2 errors``, ``0 errors``."""
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
 def render_markdown(summary: Mapping[str, Any], title: str = "mmverify results") -> str:
     lines = [f"# {markdown_cell(title)}", ""]
     overall = summary.get("overall", {})
     lines += [
         f"Overall (macro over tasks): **{_fmt(overall.get('mean'))}** "
         f"— {overall.get('tasks_scored', 0)} of {overall.get('tasks_total', 0)} tasks scored; "
-        f"{summary.get('n', 0)} generations, {summary.get('n_error', 0)} errors.",
+        f"{counted(summary.get('n', 0), 'generation')}, {counted(summary.get('n_error', 0), 'error')}.",
         "",
         "| group | mean | tasks scored |",
         "|---|---:|---:|",

@@ -91,7 +91,7 @@ def csv_header(board: Leaderboard) -> list[str]:
 
 def csv_row(board: Leaderboard, model: str) -> list[str]:
     entry = board.models[model]
-    row = [model, str(entry.get("n", "")), str(entry.get("n_error", "")), _num(board.overall(model))]
+    row = ["" if model == UNNAMED else model, str(entry.get("n", "")), str(entry.get("n_error", "")), _num(board.overall(model))]
     row += [_num(board.group_mean(model, g)) for g, _ in board.groups if g != OTHER_GROUP]
     for _, tasks in board.groups:
         for task in tasks:
