@@ -94,7 +94,7 @@ def tasks_command(
     for column in ("id", "name", "group", "method", "needs", "status"):
         table.add_column(column, overflow="fold")
     for t in entries:
-        status = "[green]ready[/green]" if t.implemented else "[yellow]not implemented[/yellow]"
+        status = "[green]implemented[/green]" if t.implemented else "[yellow]not implemented[/yellow]"
         table.add_row(t.id, t.name, t.group, t.method, ", ".join(t.needs) or "—", status)
     stdout.print(table)
 

@@ -191,4 +191,4 @@ def test_listing_the_catalog_imports_no_family():
 def test_markdown_table_lists_family_rows_as_ready():
     table = markdown_table()
     for task_id in EXPECTED:
-        assert f"| `{task_id}` |" in table and table.split(f"| `{task_id}` |")[1].split("\n")[0].endswith("| ready |")
+        assert f"| `{task_id}` |" in table and table.split(f"| `{task_id}` |")[1].split("\n")[0].endswith("| implemented |")

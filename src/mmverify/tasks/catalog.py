@@ -274,6 +274,6 @@ def markdown_table(tasks: tuple[TaskInfo, ...] = TASKS) -> str:
     """The task table as Markdown (README's table is this output)."""
     lines = ["| task | paper name | group | method | needs | status |", "|---|---|---|---|---|---|"]
     for t in tasks:
-        status = "ready" if t.implemented else "planned"
+        status = "implemented" if t.implemented else "planned"
         lines.append(f"| `{t.id}` | {t.name} | {t.group} | {t.method} | {', '.join(t.needs) or '—'} | {status} |")
     return "\n".join(lines) + "\n"
