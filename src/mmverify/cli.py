@@ -176,6 +176,9 @@ def references_build(
         _fail(str(exc))
     if not configured:
         _fail(f"no reference sets configured: pass --references name=/path or set {ENV_VAR} (sets: {', '.join(SETS)})")
+    missing = [f"{name}={root}" for name, root in configured.items() if not Path(root).is_dir()]
+    if missing:
+        _fail(f"reference folder not found: {', '.join(missing)}")
     from .core.errors import ScoringError
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn

@@ -549,3 +549,5 @@ def test_references_build_command_indexes_every_configured_set(tmp_path, configu
     assert len(list((tmp_path / "cache" / "references").rglob("embeddings.npy"))) == 2  # one index per padding
     missing = CliRunner().invoke(app, ["references", "build"], env={"MMVERIFY_REFERENCES": ""})
     assert missing.exit_code == 2 and "no reference sets configured" in missing.output
+    gone = CliRunner().invoke(app, ["references", "build", "--references", f"esc50={tmp_path / 'gone'}"])
+    assert gone.exit_code == 2 and f"reference folder not found: esc50={tmp_path / 'gone'}" in " ".join(gone.output.split())
