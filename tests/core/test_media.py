@@ -220,3 +220,43 @@ def test_a_decoder_without_support_for_a_variant_is_an_undecodable_image(monkeyp
     with pytest.raises(MediaError) as info:
         load_image(_png_bytes(Image.new("RGB", (8, 6))))
     assert info.value.reason == MediaReason.UNDECODABLE and "Unknown pixel format" in info.value.message
+
+
+def test_many_channels_at_a_high_rate_are_refused_at_the_header():
+    """A few MB of compressed silence can decode to GBs: the limit counts samples of all channels."""
+    buffer = io.BytesIO()
+    sf.write(buffer, np.zeros((384_000, 8), dtype=np.int16), 384_000, format="FLAC", subtype="PCM_16")
+    assert len(buffer.getvalue()) < 100_000  # one second of 8 channels at 384 kHz, compressed
+    with pytest.raises(MediaError) as info:
+        load_audio(buffer.getvalue(), limits=MediaLimits(max_samples=384_000 * 8 - 1))
+    assert info.value.reason == MediaReason.TOO_LARGE and "8 channels x 384000 frames" in info.value.message
+    assert load_audio(buffer.getvalue(), limits=MediaLimits(max_samples=384_000 * 8))[0].size == 384_000
+
+
+def test_block_by_block_downmix_equals_the_whole_array_mean():
+    rng = np.random.default_rng(5)
+    samples = rng.uniform(-1, 1, size=(3 * 65_536 + 123, 6)).astype(np.float32)
+    buffer = io.BytesIO()
+    sf.write(buffer, samples, 48_000, format="WAV", subtype="FLOAT")
+    mono, rate = load_audio(buffer.getvalue())
+    whole = sf.read(io.BytesIO(buffer.getvalue()), dtype="float32", always_2d=True)[0].mean(axis=1, dtype=np.float32)
+    assert rate == 48_000 and mono.tobytes() == whole.tobytes()
+    samples[-1, 3] = np.inf  # a bad sample in the last block is still found
+    sf.write(bad := io.BytesIO(), samples, 48_000, format="WAV", subtype="FLOAT")
+    with pytest.raises(MediaError) as info:
+        load_audio(bad.getvalue())
+    assert info.value.reason == MediaReason.INVALID_SAMPLES
+
+
+def test_a_header_that_understates_the_length_cannot_pass_the_sample_limit():
+    from mmverify.core.media import _read_mono
+
+    class Lying:  # claims 10 frames, then decodes on and on
+        channels, frames = 2, 10
+
+        def read(self, count, dtype, always_2d):
+            return np.zeros((count, 2), dtype=np.float32)
+
+    with pytest.raises(MediaError) as info:
+        _read_mono(Lying(), MediaLimits(max_samples=1_000_000))
+    assert info.value.reason == MediaReason.TOO_LARGE

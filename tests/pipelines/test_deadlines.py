@@ -61,3 +61,18 @@ def test_no_deadline_nests_freely():
         with deadline(HANG_GUARD_S):
             with deadline(None):
                 pass
+
+
+def test_a_timeout_dropped_inside_the_block_still_ends_it_as_a_timeout():
+    """cffi prints and discards an exception raised in a callback (soundfile reads a file object
+    through callbacks): the late block then carries on, and must still end as a timeout."""
+    dropped = threading.Event()
+    with pytest.raises(ItemTimeout):
+        with deadline(0.01):
+            try:
+                _spin()
+            except ItemTimeout:  # what a callback that drops exceptions does
+                dropped.set()
+    assert dropped.is_set()
+    with deadline(HANG_GUARD_S):  # nothing is left pending for the thread's next deadline
+        pass

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from math import gcd
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 
@@ -48,9 +48,12 @@ class MediaLimits:
     # resampling designs a filter as long as the rates' reduced ratio: an odd rate in a header
     # (5,000,011 Hz) would cost GBs; 384 kHz, the highest rate in common use, costs ~0.4 GB at worst
     max_sample_rate: int = 384_000
+    # decoded samples over all channels (30 min of 48 kHz stereo, ~0.7 GB as float32): a compressed
+    # file of many channels at a high rate -- a few MB of FLAC silence -- stops at the header
+    max_samples: int = 30 * 60 * 48_000 * 2
 
     def __post_init__(self) -> None:
-        if min(self.max_bytes, self.max_pixels, self.max_seconds, self.max_sample_rate) <= 0:
+        if min(self.max_bytes, self.max_pixels, self.max_seconds, self.max_sample_rate, self.max_samples) <= 0:
             raise ValueError("media limits must be positive")
 
 
@@ -173,6 +176,34 @@ def _polyphase_filter(up: int, down: int, dtype: str) -> np.ndarray:
     return taps
 
 
+_AUDIO_BLOCK = 1 << 16  # frames decoded at a time: memory holds the mono result, not every channel
+
+
+def _read_mono(handle: Any, limits: MediaLimits) -> np.ndarray:
+    """The channels' mean, decoded block by block (the same values as averaging the whole array at
+    once: each frame's mean reads only that frame).  Refuses more samples than the limit, whatever
+    the header claims, and any NaN or infinite sample."""
+    channels = int(handle.channels)
+
+    def refuse_beyond(frames: int) -> None:
+        if frames * channels > limits.max_samples:
+            message = f"{channels} channels x {frames} frames of audio (limit {limits.max_samples} samples)"
+            raise MediaError(MediaReason.TOO_LARGE, message)
+
+    refuse_beyond(int(handle.frames))
+    blocks, frames = [], 0
+    while True:
+        block = handle.read(_AUDIO_BLOCK, dtype="float32", always_2d=True)
+        if block.shape[0] == 0:
+            break
+        frames += block.shape[0]
+        refuse_beyond(frames)
+        if not np.isfinite(block).all():
+            raise MediaError(MediaReason.INVALID_SAMPLES, "audio contains NaN or infinite samples")
+        blocks.append(block.mean(axis=1, dtype=np.float32))
+    return np.concatenate(blocks) if blocks else np.zeros(0, dtype=np.float32)
+
+
 def load_audio(
     source: MediaSource, sample_rate: int | None = None, limits: MediaLimits = DEFAULT_LIMITS
 ) -> tuple[np.ndarray, int]:
@@ -194,16 +225,13 @@ def load_audio(
                     MediaReason.TOO_LARGE,
                     f"{handle.frames / native_sr:.1f} s of audio (limit {limits.max_seconds:.0f} s)",
                 )
-            samples = handle.read(dtype="float32", always_2d=True)
+            mono = _read_mono(handle, limits)
     except MediaError:
         raise
     except (sf.LibsndfileError, RuntimeError, ValueError, TypeError) as exc:
         raise MediaError(MediaReason.UNDECODABLE, f"not decodable audio ({_describe(exc)})") from None
-    if samples.shape[0] == 0:
+    if mono.shape[0] == 0:
         raise MediaError(MediaReason.EMPTY, "audio has no samples")
-    if not np.isfinite(samples).all():
-        raise MediaError(MediaReason.INVALID_SAMPLES, "audio contains NaN or infinite samples")
-    mono = samples.mean(axis=1, dtype=np.float32)
     if sample_rate is not None and sample_rate != native_sr:
         mono = resample(mono, native_sr, sample_rate)
         native_sr = sample_rate

@@ -5,6 +5,11 @@ calls with one), so one watchdog thread holds every armed deadline and raises
 :class:`~mmverify.pipelines.execute.ItemTimeout` in the late thread.  Like a signal, the exception
 is delivered between Python bytecodes: a long native call finishes first.
 
+A deadline that fired ends its block as a timeout whatever the block did next: code that drops
+exceptions raised inside it -- cffi prints and discards one raised in a callback, as in soundfile's
+virtual file reads -- would otherwise let a late item finish, or finish with a truncated read, and
+score as if on time (where a worker process is killed instead).
+
 Deadlines do not nest in one thread: a thread has one pending asynchronous exception, so an inner
 deadline clearing its own undelivered timeout could clear an outer one that fired meanwhile.
 """
@@ -86,10 +91,14 @@ def deadline(seconds: float | None) -> Iterator[None]:
         try:
             yield
         finally:
+            fired = False
             try:
-                if _WATCHDOG.disarm(token):
-                    _set_async_exc(target, None)  # fired: drop the exception if it has not been delivered yet
+                fired = _WATCHDOG.disarm(token)
+                if fired:
+                    _set_async_exc(target, None)  # drop the exception if it has not been delivered yet
             except ItemTimeout:
-                pass  # fired as the block ended and delivered here: the block's own outcome stands
+                fired = True  # delivered just now
+            if fired:  # whether delivered, swallowed or still pending: the block ran late
+                raise ItemTimeout()
     finally:
         _LOCAL.armed = False
