@@ -213,6 +213,24 @@ def test_verl_naive_manager_with_reward_kwargs(green_png):
     assert stacked["score"].shape == (3,)
 
 
+def test_verl_parts_read_from_parquet_keep_their_media_and_unusable_ones_are_refused(green_png):
+    """datasets hands Parquet lists over as numpy object arrays; parts of any other shape, or a
+    response that is not text, must cost the sample a row rather than score it without its media."""
+    sample = VERL_SAMPLES[2]
+    parts = sample["extra_info"]["parts"]
+
+    def score(parts_value, response=sample["response"]):
+        return compute_score(sample["data_source"], response, sample["reward_model"]["ground_truth"], {"parts": parts_value},
+                             data_root=str(green_png), on_error="zero")  # fmt: skip
+
+    as_list = score(parts)
+    assert as_list["valid"] == 1.0 and as_list["score"] > 0.9
+    assert score(np.array(parts, dtype=object)) == as_list and score(tuple(parts)) == as_list
+    for unusable in ({"type": "image", "path": "green.png"}, "green.png", np.array([parts, parts], dtype=object)):
+        assert score(unusable)["error"] == "malformed_line"
+    assert score(parts, response=None)["error"] == "malformed_line"
+
+
 def test_verl_errors_raise_by_default_and_zero_on_request():
     bad = [{"data_source": "i_structure", "response": "x", "reward_model": {"ground_truth": {"no_order": 1}}}]
     with pytest.raises(RewardError, match="invalid_instance"):

@@ -44,10 +44,22 @@ def guarded_item(task: Any, make: Callable[..., Item], *args: Any) -> Item:
         return Refused(ErrorCode.MALFORMED_LINE, f"cannot build this item: {describe_exception(exc)}", context)
 
 
-def with_response(parts: Any, text: str) -> list[Any]:
-    """``parts`` with each ``{"type": "response"}`` replaced by the generated text; no parts: the text."""
-    if not isinstance(parts, list):
+def with_response(parts: Any, text: Any) -> list[Any]:
+    """``parts`` with each ``{"type": "response"}`` replaced by the generated text; no parts: the text.
+
+    ``parts`` may be a list, a tuple or a one-dimensional array (datasets read from Parquet hand
+    lists over as numpy object arrays); anything else, or a text that is not a string, is refused
+    rather than scored without the media or with a ``"None"`` response."""
+    if not isinstance(text, str):
+        raise ValueError(f"the generated text must be a string, got {type(text).__name__}")
+    if parts is None:
         return [{"type": "text", "text": text}]
+    if isinstance(parts, (list, tuple)):
+        parts = list(parts)
+    elif getattr(parts, "ndim", None) == 1 and hasattr(parts, "tolist"):
+        parts = parts.tolist()
+    else:
+        raise ValueError(f"'parts' must be a list of response parts, got {type(parts).__name__}")
     return [
         {"type": "text", "text": text} if isinstance(p, Mapping) and p.get("type") == RESPONSE_PLACEHOLDER else p
         for p in parts

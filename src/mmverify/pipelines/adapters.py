@@ -163,8 +163,7 @@ def _verl_options(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], str, tuple
 
 def _verl_item(reward: Reward, data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any) -> Item:
     extra = extra_info if isinstance(extra_info, Mapping) else {}
-    text = solution_str if isinstance(solution_str, str) else str(solution_str)
-    parts = with_response(extra.get("parts"), text)
+    parts = with_response(extra.get("parts"), solution_str)
     if not isinstance(data_source, str):
         return Refused(ErrorCode.MALFORMED_LINE, f"data_source must be an mmverify task id, got {data_source!r}")
     sample = extra.get("sample", 0)
