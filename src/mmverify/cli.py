@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from .commands.common import EXIT_ERROR_ROWS, EXIT_USAGE, console, fail, stdout  # noqa: F401  (EXIT_*: part of the CLI's API)
+from .commands.common import EXIT_ERROR_ROWS, EXIT_USAGE, console, fail, output_folder, stdout  # noqa: F401  (EXIT_*: part of the CLI's API)
 from .commands.score import readiness_table, run_score_job
 
 app = typer.Typer(
@@ -282,17 +282,18 @@ def models_fetch(names: list[str] = typer.Argument(..., help="Backends whose wei
 
 @app.command("demo")
 def demo_command(
-    out: Path = typer.Option(Path("runs/demo"), "--out", "-o", help="Where to write the demo media and results."),
+    out: str = typer.Option("runs/demo", "--out", "-o", metavar="PATH", help="Where to write the demo media and results."),
 ) -> None:
     """Generate a small example manifest (synthetic images and responses) and score it."""
     from .demo import write_demo
 
-    manifest = write_demo(out)
+    folder = output_folder(out)
+    manifest = write_demo(folder)
     console.print(f"wrote example manifest {manifest}", highlight=False, markup=False, soft_wrap=True)
     from .pipelines.score import ScoreConfig
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    run_score_job(ScoreConfig(manifest=manifest, out=out / "run", timeout=60.0), quiet=False)
+    run_score_job(ScoreConfig(manifest=manifest, out=folder / "run", timeout=60.0), quiet=False)
 
 
 def main() -> None:  # pragma: no cover

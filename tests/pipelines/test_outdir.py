@@ -176,3 +176,13 @@ def test_cache_problems_met_during_the_run_are_in_the_summary(tmp_path, monkeypa
     monkeypatch.setattr(FormatBorder, "score", score_and_meet_a_broken_cache)
     summary = run_score(ScoreConfig(manifest=_border_manifest(tmp_path, "m2.jsonl"), out=tmp_path / "out")).summary
     assert [(p["path"], p["kind"]) for p in summary["cache_problems"]] == [(broken, "corrupt")]
+
+
+def test_an_empty_out_is_refused_rather_than_read_as_the_working_directory(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    manifest = write_manifest(tmp_path / "m.jsonl", [{"task": "i_structure", "instance": {"order": ["t"]}, "parts": [{"type": "text", "text": "x"}]}])
+    commands = (["score", str(manifest)], ["calibrate", str(tmp_path), "--labels", str(manifest)], ["demo"])
+    for command in commands:
+        result = runner.invoke(app, [*command, "--out", " "])
+        assert result.exit_code == EXIT_USAGE and "--out needs a folder" in result.output, (command, result.output)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.jsonl"]  # nothing written

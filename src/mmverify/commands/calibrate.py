@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from .common import console as stderr
-from .common import fail, os_problem, stdout
+from .common import fail, os_problem, output_folder, stdout
 
 
 def _components(items: list[str]) -> dict[str, str]:
@@ -24,7 +24,7 @@ def _components(items: list[str]) -> dict[str, str]:
 def calibrate_command(
     results: Path = typer.Argument(..., exists=True, help="A `mmverify score` output folder (its results.latest.jsonl is read) or a results file."),
     labels: Path = typer.Option(..., exists=True, dir_okay=False, help="Human labels (CSV or JSONL)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Where thresholds.json, metrics.json and report.html go."),
+    out: str = typer.Option(..., "--out", "-o", metavar="PATH", help="Where thresholds.json, metrics.json and report.html go."),
     component: list[str] = typer.Option([], help="task=component to threshold instead of the score (repeatable)."),
     direction: str = typer.Option(">", help="'>' (pass above), '<' (pass below) or 'auto'."),
     objective: str = typer.Option("agreement", help="agreement, balanced_accuracy, youden or f1."),
@@ -43,6 +43,7 @@ def calibrate_command(
     from ..calibration.run import CalibrationConfig, run_calibration
     from ..calibration.terminal import print_calibration
 
+    out_folder = output_folder(out)
     if direction not in (">", "<", "auto"):
         fail("--direction must be '>', '<' or 'auto'")
     if objective not in OBJECTIVES:
@@ -53,7 +54,7 @@ def calibrate_command(
         fail(f"--label-kind must be one of {', '.join(LABEL_KINDS)}")
     try:
         config = CalibrationConfig(
-            results=results, labels=labels, out=out, components=_components(component), direction=direction,
+            results=results, labels=labels, out=out_folder, components=_components(component), direction=direction,
             objective=objective, folds=folds, pairs=pairs, tie_policy=tie_policy, epsilon=epsilon,
             min_matched=min_matched, label_kind=label_kind, manifest=manifest,
         )  # fmt: skip
@@ -63,4 +64,4 @@ def calibrate_command(
     except OSError as exc:  # an --out that cannot be created or written
         fail(os_problem(exc))
     print_calibration(metrics, stdout, stderr)
-    stderr.print(f"wrote {out / 'thresholds.json'}, {out / 'metrics.json'}, {out / 'report.html'}", highlight=False, markup=False, soft_wrap=True)
+    stderr.print(f"wrote {out_folder / 'thresholds.json'}, {out_folder / 'metrics.json'}, {out_folder / 'report.html'}", highlight=False, markup=False, soft_wrap=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NoReturn
 
 import typer
@@ -12,6 +13,13 @@ console = Console(stderr=True)
 stdout = Console()
 EXIT_USAGE = 2  # unusable arguments or an unusable output folder
 EXIT_ERROR_ROWS = 3  # score --fail-on-errors: the run completed with error rows
+
+
+def output_folder(text: str) -> Path:
+    """``--out`` as a path; an empty value is refused, where a path would quietly mean ``.``."""
+    if not text.strip():
+        fail("--out needs a folder (an empty value would write into the working directory)")
+    return Path(text)
 
 
 def fail(message: str) -> NoReturn:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..reports.usage import usage_table
 from . import options
-from .common import EXIT_ERROR_ROWS, console, fail, os_problem, stdout
+from .common import EXIT_ERROR_ROWS, console, fail, os_problem, output_folder, stdout
 
 
 def _summary_table(summary: dict[str, Any]) -> Table:
@@ -31,7 +31,7 @@ def _summary_table(summary: dict[str, Any]) -> Table:
 
 def score_command(
     manifest: Path = typer.Argument(..., exists=True, dir_okay=False, help="Generation manifest (JSON Lines)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output folder (results.jsonl, summary.json).", rich_help_panel="Input"),
+    out: str = typer.Option(..., "--out", "-o", metavar="PATH", help="Output folder (results.jsonl, summary.json).", rich_help_panel="Input"),
     instructions: Optional[Path] = typer.Option(None, help="Instruction set folder (<task>.jsonl, image/, audio/).", rich_help_panel="Input"),
     tasks: Optional[str] = typer.Option(None, help="Comma-separated task ids to score (others are skipped).", rich_help_panel="Input"),
     workers: int = typer.Option(1, min=1, help="1: in-process; N>1: N worker processes (hard per-item timeout).", rich_help_panel="Execution"),
@@ -81,6 +81,7 @@ def score_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary table.", rich_help_panel="Execution"),
 ) -> None:
     """Score MANIFEST into OUT; rerunning with the same OUT resumes where it stopped."""
+    out_folder = output_folder(out)
     from ..pipelines.score import ScoreConfig
     from ..pipelines.thresholds import load_thresholds
     from ..tasks.catalog import CATALOG
@@ -117,7 +118,7 @@ def score_command(
         fail(f"--thresholds: {exc}")
     config = ScoreConfig(
         manifest=manifest,
-        out=out,
+        out=out_folder,
         instructions=instructions,
         tasks=selected,
         workers=workers,
