@@ -53,3 +53,32 @@ def test_wrong_view_count_scores_zero_and_missing_references_are_errors(instruct
     assert row["score"] == 0.0 and row["reason"] == "wrong_image_count"
     row = _score(root, tmp_path, views, instance="i_consistency_3d_object/1")  # its references are absent
     assert row["status"] == "error" and row["error"]["code"] == "missing_media"
+
+
+def test_a_reference_view_too_small_for_ssim_is_the_datas_error(instruction_set, tmp_path):
+    root, views = instruction_set
+    first = json.loads((root / "i_consistency_3d_object.jsonl").read_text().splitlines()[0])
+    save_png(root / "image" / f"i_consistency_3d_object_{first['ref_image_list'][-1]}.png", scene(1, 40, seed=3))
+    row = _score(root, tmp_path, views)
+    assert row["status"] == "error" and row["error"]["code"] == "invalid_instance"
+    assert f"reference view {len(views) - 1} is 40x1" in row["error"]["message"]
+
+
+@pytest.mark.parametrize("indices", [[], [1.5], [True], [-1], [1e308], ["x"], {"0": 1}, [[0]]])
+def test_reference_indices_are_taken_as_written_or_refused(tmp_path, indices):
+    line = {"task": "i_consistency_3d_object", "instance": {"ref_image_list": indices}, "parts": []}
+    [row] = score_items([line], base_dir=tmp_path, instructions=tmp_path)
+    assert row["status"] == "error" and row["error"]["code"] == "invalid_instance", row
+
+
+def test_reference_indices_may_be_digit_strings(instruction_set, tmp_path):
+    root, views = instruction_set
+    first = json.loads((root / "i_consistency_3d_object.jsonl").read_text().splitlines()[0])
+    as_text = {"ref_image_list": [str(k) for k in first["ref_image_list"]]}
+    parts = []
+    for i, image in enumerate(views):
+        save_png(tmp_path / f"gen_{i}.png", image)
+        parts.append({"type": "image", "path": f"gen_{i}.png"})
+    line = {"task": "i_consistency_3d_object", "instance_id": "i_consistency_3d_object/0", "instance": as_text, "parts": parts}
+    [row] = score_items([line], base_dir=tmp_path, instructions=root)
+    assert row["score"] == pytest.approx(1.0)

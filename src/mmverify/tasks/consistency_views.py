@@ -10,7 +10,7 @@ view's SSIM in ``components``), so the published per-row value can be recovered.
 
 from __future__ import annotations
 
-from ..core.errors import GenerationFault
+from ..core.errors import ErrorCode, GenerationFault, ScoringError
 from ..core.types import Check, Instance
 from ..verifiers.image.preserve import resize_to
 from ..verifiers.image.ssim import DEFAULT_WIN, structural_similarity
@@ -22,8 +22,15 @@ from .response import Response
 class ViewConsistency(Task):
     """Family of i_consistency_3d_object / _3d_scene (no arguments)."""
 
+    version = 2  # the family's revision (2: a reference view too small for SSIM is the data's error, not a 0)
+
     def score(self, instance: Instance, response: Response) -> Check:
         references = instance_images(instance, require_field(instance, "ref_image_list"))
+        for number, reference in enumerate(references):  # generations are resized to these: the data's fault
+            if min(reference.shape[:2]) < DEFAULT_WIN:
+                size = "x".join(str(n) for n in reference.shape[1::-1])
+                message = f"{instance.id}: reference view {number} is {size}, smaller than the {DEFAULT_WIN}x{DEFAULT_WIN} SSIM window"
+                raise ScoringError(ErrorCode.INVALID_INSTANCE, message)
         count = len(response.of_type("image"))
         if count != len(references):
             raise GenerationFault(
@@ -32,8 +39,6 @@ class ViewConsistency(Task):
         per_view = []
         for generated, reference in zip(response.images(), references):
             height, width = reference.shape[:2]
-            if min(height, width) < DEFAULT_WIN:
-                return Check.fail("image_too_small", image_shape=[height, width])
             per_view.append(structural_similarity(resize_to(generated, width, height, "lanczos"), reference))
         mean = sum(per_view) / len(per_view)
         return Check(

@@ -16,12 +16,18 @@ from ..core.types import Instance
 
 
 def _indices(instance: Instance, indices: Any) -> Sequence[int]:
-    if isinstance(indices, (int, str)):
-        indices = [indices]
-    try:
-        return [int(k) for k in indices]
-    except (TypeError, ValueError):
-        raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: media indices must be integers") from None
+    """Media numbers as written: a non-negative integer (or its digits as a string), or a non-empty
+    list of them.  Nothing is coerced -- ``1.5``, ``true`` or ``-1`` would name another file."""
+    listed = indices if isinstance(indices, list) else [indices]
+    valid = [
+        int(k) for k in listed
+        if (isinstance(k, int) and not isinstance(k, bool) and k >= 0) or (isinstance(k, str) and k.isascii() and k.isdigit())
+    ]  # fmt: skip
+    if not listed or len(valid) != len(listed):
+        raise ScoringError(
+            ErrorCode.INVALID_INSTANCE, f"{instance.id}: media indices must be a non-empty list of non-negative integers"
+        )
+    return valid
 
 
 def _load(instance: Instance, kind: str, index: int, loader):  # type: ignore[no-untyped-def]

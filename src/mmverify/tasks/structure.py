@@ -26,8 +26,8 @@ class OrderTask(Task):
         allowed = require_field(instance, "order")
         if isinstance(allowed, str):
             allowed = [allowed]
-        if not all(isinstance(a, str) and a and set(a) <= set("tia") for a in allowed):
-            raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: `order` must list strings of t/i/a")
+        if not isinstance(allowed, list) or not allowed or not all(isinstance(a, str) and a and set(a) <= set("tia") for a in allowed):
+            raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: `order` must be a non-empty list of strings of t/i/a")
         sequence = modality_sequence(
             ((p.type, p.text) for p in response.parts), strip_leading_text=self.strip_leading_text
         )
