@@ -14,6 +14,7 @@ from mmverify.verifiers.image.fill import (
     check_solid_region,
     color_matches,
     region_boxes,
+    resolve_color,
 )
 from tests.conftest import scene
 from tests.reference import fill_skimage as reference
@@ -135,6 +136,10 @@ def test_tiny_images_and_bad_parameters():
         FillParams(win_size=4)
     with pytest.raises(ValueError, match="unknown colour"):
         check_solid_border(scene(), "mauve")
+    for unusable in (5, [1.5, 0, 0], [True, 0, 0], ["1", "2", "3"], [0, 0], [0, 0, 256], {"r": 1}):
+        with pytest.raises(ValueError, match="a colour name or three integers"):
+            resolve_color(unusable)
+    assert resolve_color([0, np.int64(128), 255]) == (0, 128, 255) and resolve_color("Green ") == resolve_color("green")
     with pytest.raises(ValueError, match="region"):
         check_solid_region(scene(), "middle half", "green")
     assert region_boxes("top half", 100, 100) == region_boxes("upper half", 100, 100)

@@ -83,10 +83,12 @@ def resolve_color(color: str | Sequence[int]) -> tuple[int, int, int]:
         if key not in NAMED_COLORS:
             raise ValueError(f"unknown colour {color!r}; known: {', '.join(NAMED_COLORS)}")
         return NAMED_COLORS[key]
-    rgb = tuple(int(c) for c in color)
-    if len(rgb) != 3 or not all(0 <= c <= 255 for c in rgb):
-        raise ValueError(f"colour must be three integers in [0, 255], got {color!r}")
-    return rgb  # type: ignore[return-value]
+    if not (
+        isinstance(color, (list, tuple)) and len(color) == 3
+        and all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) and 0 <= c <= 255 for c in color)
+    ):  # fmt: skip
+        raise ValueError(f"colour must be a colour name or three integers in [0, 255], got {color!r}")
+    return (int(color[0]), int(color[1]), int(color[2]))
 
 
 def parse_region(region: str) -> tuple[str, str]:
