@@ -190,6 +190,18 @@ def test_float_images_map_like_image_rl_trainers():
         to_uint8_image(np.zeros((5, 6, 7)))
 
 
+def test_a_16_bit_array_reads_like_the_16_bit_png_of_it(tmp_path: Path):
+    from PIL import Image
+
+    from mmverify.core.media import load_image
+
+    wide = np.random.default_rng(2).integers(0, 65536, size=(9, 11), dtype=np.uint16)
+    Image.fromarray(wide).save(tmp_path / "wide.png")  # mode I;16
+    gray = load_image(tmp_path / "wide.png")
+    assert gray.dtype == np.uint8 and np.array_equal(to_uint8_image(wide), gray[:, :, 0])
+    assert to_uint8_image(np.full((2, 2), 300, dtype=np.int64)).max() == 255  # wider integers: 0..255, clipped
+
+
 def test_unusual_parts():
     assert to_part("hi") == {"type": "text", "text": "hi"}
     assert to_part(png(GREEN_BORDER))["type"] == "image"
