@@ -15,3 +15,30 @@ def test_file_digest_tracks_content(tmp_path: Path):
     assert digests(path) == sha256_bytes(b"abc")
     path.write_bytes(b"abcd")  # size changes, so the memo entry does not apply
     assert digests(path) == sha256_bytes(b"abcd")
+
+
+def test_a_rewrite_that_keeps_size_and_mtime_is_still_seen(tmp_path: Path, monkeypatch):
+    import os
+
+    from mmverify.core import hashing
+
+    monkeypatch.setattr(hashing, "_now_ns", lambda: 1 << 62)  # every stat old enough to be trusted
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"abc")
+    digests = FileDigests()
+    assert digests(path) == sha256_bytes(b"abc") and len(digests) == 1
+    before = path.stat()
+    path.write_bytes(b"xyz")  # same size; the old mtime put back, as a coarse clock or a copy would
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_mtime_ns == before.st_mtime_ns
+    assert digests(path) == sha256_bytes(b"xyz")  # the ctime moved
+
+
+def test_a_file_changed_just_now_is_not_memoised(tmp_path: Path, monkeypatch):
+    from mmverify.core import hashing
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"abc")
+    monkeypatch.setattr(hashing, "_now_ns", lambda: path.stat().st_ctime_ns)  # "just written"
+    digests = FileDigests()
+    assert digests(path) == sha256_bytes(b"abc") and len(digests) == 0

@@ -494,6 +494,7 @@ def test_the_digest_cache_keeps_the_most_recently_used_entries(tmp_path: Path, m
     hashed: list[str] = []
     real = hashing.sha256_file_bounded
     monkeypatch.setattr(hashing, "sha256_file_bounded", lambda path, limit: hashed.append(Path(path).name) or real(path, limit))
+    monkeypatch.setattr(hashing, "_now_ns", lambda: 1 << 62)  # files written just now are otherwise never memoised
     digests = FileDigests(max_entries=2)
     a, b, c = paths
     for path in (a, b, a, c):  # c evicts b, the least recently used

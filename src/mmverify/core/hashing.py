@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,20 @@ def sha256_file_bounded(path: str | os.PathLike[str], max_bytes: int) -> str | N
             digest.update(chunk)
 
 
+# A file changed less than this long before its stat was taken may change again within the same
+# coarse timestamp tick and keep its stat: such a stat vouches for nothing, and no digest is kept by it.
+RACY_WINDOW_NS = 2 * 10**9
+
+
+def changed_recently(stat: os.stat_result, now_ns: int) -> bool:
+    """Whether ``stat`` is too young (see :data:`RACY_WINDOW_NS`) to stand for the file's content."""
+    return now_ns - max(stat.st_mtime_ns, stat.st_ctime_ns) < RACY_WINDOW_NS
+
+
+def _now_ns() -> int:
+    return time.time_ns()
+
+
 def oversize_digest(size: int) -> str:
     """Stands for the content of a file over the byte limit, which is never read: such a file can
     only be refused as too large, and that outcome depends on its size alone."""
@@ -61,7 +76,11 @@ def digest_of(*parts: Any) -> str:
 
 
 class FileDigests:
-    """Memoises file digests, keyed by path, size and modification time, in a bounded LRU.
+    """Memoises file digests, keyed by path, size, mtime, inode, device and ctime, in a bounded LRU.
+
+    ctime cannot be set back (a rewrite that restores size and mtime still changes it), and a file
+    changed within :data:`RACY_WINDOW_NS` is hashed every time rather than memoised, so a file
+    rewritten in place under a long-lived reward or server never keeps its old digest.
 
     Files over ``max_bytes`` are not read: their size is checked before hashing (and again while
     hashing), and they get :func:`oversize_digest`.  At most ``max_entries`` digests are kept; the
@@ -73,7 +92,7 @@ class FileDigests:
             raise ValueError("max_bytes and max_entries must be positive")
         self.max_bytes = max_bytes
         self.max_entries = max_entries
-        self._memo: OrderedDict[tuple[str, int, int], str] = OrderedDict()
+        self._memo: OrderedDict[tuple[Any, ...], str] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -88,14 +107,14 @@ class FileDigests:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def _cached(self, key: tuple[str, int, int]) -> str | None:
+    def _cached(self, key: tuple[Any, ...]) -> str | None:
         with self._lock:
             digest = self._memo.get(key)
             if digest is not None:
                 self._memo.move_to_end(key)
             return digest
 
-    def _store(self, key: tuple[str, int, int], digest: str) -> None:
+    def _store(self, key: tuple[Any, ...], digest: str) -> None:
         with self._lock:
             self._memo[key] = digest
             self._memo.move_to_end(key)
@@ -104,12 +123,13 @@ class FileDigests:
 
     def __call__(self, path: Path) -> str:
         stat = path.stat()
-        key = (str(path), stat.st_size, stat.st_mtime_ns)
+        key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_dev, stat.st_ctime_ns)
         digest = self._cached(key)
         if digest is None:
             if stat.st_size > self.max_bytes:
                 digest = oversize_digest(stat.st_size)
             else:
                 digest = sha256_file_bounded(path, self.max_bytes) or oversize_digest(self.max_bytes + 1)
-            self._store(key, digest)
+            if not changed_recently(stat, _now_ns()):
+                self._store(key, digest)
         return digest

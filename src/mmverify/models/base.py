@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from ..core.errors import ErrorCode, ScoringError
-from ..core.hashing import sha256_file
+from ..core.hashing import changed_recently, sha256_file
 from ..core.settings import setting
 
 _SMALL_FILE = 16 * 1024 * 1024  # files up to this size are read on every digest; larger ones memoised
@@ -131,11 +131,6 @@ def checkpoint_digest(path: str | Path) -> str:
     return digest.hexdigest()[:16]
 
 
-# A file changed less than this long before its stat was taken may change again within the same
-# timestamp tick (file systems stamp times from a coarse clock): its digest is not memoised.
-RACY_WINDOW_NS = 2 * 10**9
-
-
 def _now_ns() -> int:
     return time.time_ns()
 
@@ -144,7 +139,7 @@ def _stat_key(path: Path) -> tuple[str, bool]:
     """What must be unchanged for a memoised digest of ``path`` to be trusted, and whether the file
     changed too recently for its stat to tell later changes apart (then nothing is memoised)."""
     stat = path.stat()
-    racy = _now_ns() - max(stat.st_mtime_ns, stat.st_ctime_ns) < RACY_WINDOW_NS
+    racy = changed_recently(stat, _now_ns())
     return f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}:{stat.st_dev}:{stat.st_ctime_ns}", racy
 
 
@@ -171,7 +166,7 @@ def whole_file_sha256(file: str | Path) -> str:
     The memo (this process's, then the cache folder's ``file_digests.sqlite``) is used only while
     size, mtime_ns, inode, device and ctime_ns are all unchanged -- ctime cannot be set back by a
     copy that preserves mtime -- and a digest is stored only when the file's stat was the same
-    before and after reading it, and the file had not changed in the last :data:`RACY_WINDOW_NS`
+    before and after reading it, and the file had not changed in the last :data:`~mmverify.core.hashing.RACY_WINDOW_NS`
     (a later change within the same coarse timestamp tick would leave the stat as it was).
     """
     resolved = Path(file).expanduser().resolve()

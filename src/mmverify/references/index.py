@@ -36,7 +36,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from ..core.hashing import sha256_file
+from ..core.hashing import changed_recently, sha256_file
 from ..core.media import MediaError, load_audio, resample
 from ..core.registry import UnknownIdError
 from .layouts import ReferenceFile, cut_window, scan
@@ -111,20 +111,15 @@ def front_end_name(preprocessing: str, load_rate: int | None) -> str:
     return _safe_dirname(f"{preprocessing}~load-{load_rate or 'direct'}")
 
 
-# A file changed less than this long before it was hashed could change again within the same coarse
-# timestamp tick and keep its stat: its stored hash is not trusted by the next build.
-RACY_WINDOW_NS = 2 * 10**9
-
-
 def _now_ns() -> int:
     return time.time_ns()
 
 
 def _file_identity(stat: os.stat_result) -> dict[str, int | None]:
     """What a stored file hash is trusted by: size, mtime, inode and ctime (which only the kernel
-    sets).  ``ctime_ns`` is null for a file changed within :data:`RACY_WINDOW_NS` of being hashed,
+    sets).  ``ctime_ns`` is null for a file changed within :data:`~mmverify.core.hashing.RACY_WINDOW_NS` of being hashed,
     so that the next build hashes it again."""
-    racy = _now_ns() - max(stat.st_mtime_ns, stat.st_ctime_ns) < RACY_WINDOW_NS
+    racy = changed_recently(stat, _now_ns())
     return {
         "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino,
         "ctime_ns": None if racy else stat.st_ctime_ns,
