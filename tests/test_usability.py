@@ -78,6 +78,16 @@ def test_a_line_with_one_unusable_part_keeps_its_task_model_and_sample(tmp_path:
     assert planner.plan_all(4, json.dumps({**line, "sample": -1}))[0]["task"] == "?"
 
 
+def test_a_media_path_that_is_a_folder_says_so(tmp_path: Path):
+    (tmp_path / "folder.png").mkdir()
+    planner = Planner(manifest_dir=tmp_path)
+    for line, name in enumerate(("folder.png", "absent.png"), start=1):
+        text = json.dumps({"task": "i_format_border", "instance": {"color": "green"}, "parts": [{"type": "image", "path": name}]})
+        (row,) = planner.plan_all(line, text)
+        expected = "is not a regular file" if name == "folder.png" else "not found"
+        assert row["error"]["code"] == "missing_media" and f"image file {expected}: {name}" == row["error"]["message"]
+
+
 def test_inline_rows_of_a_file_route_too(tmp_path: Path):
     save_png(tmp_path / "g.png", bordered("green"))
     planner = Planner(manifest_dir=tmp_path)

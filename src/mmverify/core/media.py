@@ -137,7 +137,9 @@ def load_image(source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> np.
             array = _to_rgb(image)
     except MediaError:
         raise
-    except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:  # refused by its header
+        raise MediaError(MediaReason.TOO_LARGE, f"image too large to decode ({_describe(exc)})") from None
+    except UnidentifiedImageError as exc:
         raise MediaError(MediaReason.UNDECODABLE, f"not a decodable image ({_describe(exc)})") from None
     except (OSError, ValueError, SyntaxError, EOFError, NotImplementedError) as exc:  # truncated, corrupt or unsupported variants
         raise MediaError(MediaReason.UNDECODABLE, f"corrupt image data ({_describe(exc)})") from None

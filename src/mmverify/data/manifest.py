@@ -174,6 +174,14 @@ def manifest_base_dir(path: Path) -> Path:
     return resolved.parent
 
 
+def path_exists(path: Path) -> bool:
+    """``path.exists()`` that answers False instead of raising."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
 def is_regular_file(path: Path) -> bool:
     """``path.is_file()`` that answers False instead of raising (e.g. for a name over the
     file system's length limit)."""

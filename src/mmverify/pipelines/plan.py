@@ -16,7 +16,7 @@ from ..core.media import DEFAULT_LIMITS, MediaLimits
 from ..core.registry import UnknownIdError
 from ..core.types import Generation, Instance
 from ..data.instructions import InstructionSet
-from ..data.manifest import ManifestError, MediaPaths, is_regular_file, parse_line
+from ..data.manifest import ManifestError, MediaPaths, is_regular_file, parse_line, path_exists
 from ..tasks.base import DEFAULT_PROFILE, check_profile
 from ..tasks.catalog import CATALOG, SOURCE_FILES, TASK_REGISTRY, judge_role, task_info, tasks_for_source
 from ..tasks.response import ResolvedPart
@@ -131,7 +131,8 @@ class Planner:
                 assert part.path is not None
                 path = self.paths.resolve(part.path)
                 if not is_regular_file(path):
-                    raise ScoringError(ErrorCode.MISSING_MEDIA, f"{part.type} file not found: {part.path}")
+                    what = "is not a regular file" if path_exists(path) else "not found"
+                    raise ScoringError(ErrorCode.MISSING_MEDIA, f"{part.type} file {what}: {part.path}")
                 try:
                     digest = self._digests(path)
                 except OSError as exc:
