@@ -134,9 +134,9 @@ def process_main(conn: Connection, timeout: float | None, initializer: Initializ
     while True:
         try:
             batch = conn.recv()
-        except EOFError:
-            return
-        if batch is None:
-            return
-        for event in score_batch(batch, timeout, forwarder):
-            conn.send(event)
+            if batch is None:
+                return
+            for event in score_batch(batch, timeout, forwarder):
+                conn.send(event)
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            return  # the parent went away (it stopped, or was stopped): nothing is left to report to
