@@ -168,6 +168,9 @@ def test_doctor_lists_every_task_with_its_fix(monkeypatch):
     assert any("reference set esc50" in fix for fix in sound.fixes())
     result = runner.invoke(app, ["doctor", "--missing"])
     assert result.exit_code == 0 and "i_object_include" in result.output and "i_format_border" not in result.output
+    # score's options configure what doctor checks
+    judged = runner.invoke(app, ["doctor", "--missing", "--vlm-base-url", "http://127.0.0.1:9/v1", "--vlm-model", "m"])
+    assert judged.exit_code == 0 and "i_object_include" not in judged.output, judged.output
 
 
 def test_a_judge_is_ready_only_when_usable_as_configured(monkeypatch, tmp_path: Path):

@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from .commands.common import EXIT_ERROR_ROWS, EXIT_USAGE, console, fail, output_folder, stdout  # noqa: F401  (EXIT_*: part of the CLI's API)
+from .commands import options
 from .commands.score import readiness_table, run_score_job
 
 app = typer.Typer(
@@ -40,9 +41,21 @@ def main_options(
 @app.command("doctor")
 def doctor_command(
     only_missing: bool = typer.Option(False, "--missing", help="Only the tasks that cannot run here."),
+    offline: bool = options.OFFLINE,
+    model: list[str] = options.MODEL,
+    references: list[str] = options.REFERENCES,
+    device: Optional[str] = options.DEVICE,
+    precision: Optional[str] = options.PRECISION,
+    vlm_base_url: Optional[str] = options.VLM_BASE_URL,
+    vlm_model: Optional[str] = options.VLM_MODEL,
+    vlm_role: list[str] = options.VLM_ROLE,
+    vlm_api_key_env: Optional[str] = options.VLM_API_KEY_ENV,
 ) -> None:
-    """Which tasks can run here (models, judges, reference sets), with the fix for each that cannot."""
+    """Which tasks can run here (models, judges, reference sets), with the fix for each that cannot;
+    the options are score's, so a configuration can be checked before scoring with it."""
     from .pipelines.readiness import readiness
+
+    options.apply_context(model, references, device, precision, offline, vlm_base_url, vlm_model, vlm_role, None, vlm_api_key_env)
 
     everything = readiness()
     shown = [e for e in everything if not (only_missing and e.ready)]
