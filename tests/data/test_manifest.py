@@ -178,6 +178,8 @@ def test_malformed_lines_raise_manifest_error_with_a_useful_message(name: str):
 def test_invalid_json_message_gives_the_column():
     with pytest.raises(ManifestError, match=r"column 2\b"):
         parse_line("{oops}", 1)
+    with pytest.raises(ManifestError, match=r"column 14\b"):  # a line cut short, as read with its newline
+        parse_line('{"task": "x",\n', 1)
 
 
 def test_parse_part_rejects_unknown_type_with_its_index():

@@ -119,7 +119,7 @@ def parse_generation(raw: Any, line: int = 0) -> Generation:
 def parse_line(text: str, line: int = 0) -> Generation:
     """Decode and validate one manifest line."""
     try:
-        raw = loads(text)
+        raw = loads(text.rstrip("\r\n"))  # a line cut short is reported where it ends, not past its newline
     except json.JSONDecodeError as exc:
         raise ManifestError(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
     except RecursionError:
