@@ -63,7 +63,7 @@ def test_each_part_runs_every_benchmark_and_each_prints_its_rows(tmp_path: Path,
 @pytest.mark.slow
 def test_a_failing_benchmark_fails_the_part_and_a_missing_package_stops_it_first(tmp_path: Path):
     needs_the_models_extra()
-    broken = gpu_run("scoring", tmp_path / "broken", DEVICE="no-such-device")
+    broken = gpu_run("scoring", tmp_path / "broken", DEVICE="cuda:99")  # no such device: every row an error
     assert broken.returncode == 1 and "=== batched_scoring exit 1" in broken.stdout
     assert "error rows" in (tmp_path / "broken" / "batched_scoring.log").read_text()  # not rates of failed rows
 
