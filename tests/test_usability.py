@@ -71,6 +71,13 @@ def test_a_line_with_one_unusable_part_keeps_its_task_model_and_sample(tmp_path:
     # an instruction file's name routes as a scored line would: one row per task the row feeds
     music = {"task": "a_music_attribute", "instance_id": f"a_music_attribute/{both}", "parts": [{"type": "audio"}]}
     assert _tasks(planner.plan_all(3, json.dumps(music))) == ["a_music_instrument", "a_music_tempo"]
+    # a run keeps both rows, each under its own key
+    write_manifest(tmp_path / "music.jsonl", [music])
+    run = run_score(ScoreConfig(tmp_path / "music.jsonl", tmp_path / "out", instructions=mmmg_instructions))
+    written = [json.loads(text) for text in run.results_path.read_text().splitlines()]
+    latest = [json.loads(text) for text in (tmp_path / "out" / "results.latest.jsonl").read_text().splitlines()]
+    assert sorted(r["task"] for r in written) == sorted(r["task"] for r in latest) == ["a_music_instrument", "a_music_tempo"]
+    assert len({r["key"] for r in written}) == 2
     # and --tasks filters it like any other line
     filtered = Planner(manifest_dir=tmp_path, tasks=frozenset({"i_structure"}))
     assert filtered.plan_all(1, json.dumps(line)) == [] and filtered.stats.skipped_filtered == 1

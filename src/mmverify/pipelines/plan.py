@@ -197,7 +197,8 @@ class Planner:
                 return [self._error_row(line, text, "?", "?", exc.code, str(exc))]
             # the rest of the line is valid: one row per task it would feed, as if it were scored
             refused, _ = self._routed(exc.generation, refused=True)
-            return [self._error_row(line, text, g.task, g.instance_id, exc.code, str(exc), g) for g in refused]
+            several = len(refused) > 1  # then each task's row has its own key
+            return [self._error_row(line, text, g.task, g.instance_id, exc.code, str(exc), g, several) for g in refused]
         try:
             routed, source = self._routed(generation)
         except UnknownIdError as exc:
@@ -309,8 +310,9 @@ class Planner:
         code: str,
         message: str,
         generation: Generation | None = None,
+        keyed_by_task: bool = False,
     ) -> dict[str, Any]:
-        key = unresolved_key(code, line, text)
+        key = unresolved_key(code, line, [text, task] if keyed_by_task else text)
         if generation is not None:
             return self._row(generation, key, None, code, message)
         self.stats.immediate_errors += 1
