@@ -252,11 +252,39 @@ def test_a_header_that_understates_the_length_cannot_pass_the_sample_limit():
     from mmverify.core.media import _read_mono
 
     class Lying:  # claims 10 frames, then decodes on and on
-        channels, frames = 2, 10
+        frames = 10
+
+        def __init__(self, channels: int) -> None:
+            self.channels = channels
 
         def read(self, count, dtype, always_2d):
-            return np.zeros((count, 2), dtype=np.float32)
+            return np.zeros((1000 if count < 0 else count, self.channels), dtype=np.float32)
 
-    with pytest.raises(MediaError) as info:
-        _read_mono(Lying(), MediaLimits(max_samples=1_000_000))
-    assert info.value.reason == MediaReason.TOO_LARGE
+    for channels in (2, 3):  # one read, or block by block
+        with pytest.raises(MediaError) as info:
+            _read_mono(Lying(channels), MediaLimits(max_samples=999))
+        assert info.value.reason == MediaReason.TOO_LARGE
+
+
+def _whole_mean(data: bytes) -> np.ndarray:
+    """The channels' mean of the file decoded in one read (as this loader always did)."""
+    with sf.SoundFile(io.BytesIO(data)) as handle:
+        return handle.read(dtype="float32", always_2d=True).mean(axis=1, dtype=np.float32)
+
+
+@pytest.mark.parametrize("subtype", ["PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE"])
+@pytest.mark.parametrize("channels", [1, 2, 3, 8])
+def test_the_downmix_equals_the_whole_array_mean_for_every_layout(subtype, channels):
+    samples = np.random.default_rng(channels).uniform(-0.9, 0.9, size=(300_000, channels))
+    buffer = io.BytesIO()
+    sf.write(buffer, samples, 16_000, format="WAV", subtype=subtype)
+    assert load_audio(buffer.getvalue())[0].tobytes() == _whole_mean(buffer.getvalue()).tobytes()
+
+
+def test_mp3_is_decoded_in_one_read():
+    """mpg123 gives other samples when read in pieces: mono and stereo files are read whole."""
+    rng = np.random.default_rng(0)
+    for channels in (1, 2):
+        buffer = io.BytesIO()
+        sf.write(buffer, rng.uniform(-0.5, 0.5, size=(200_000, channels)), 22_050, format="MP3")
+        assert load_audio(buffer.getvalue())[0].tobytes() == _whole_mean(buffer.getvalue()).tobytes()

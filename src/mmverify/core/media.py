@@ -178,13 +178,17 @@ def _polyphase_filter(up: int, down: int, dtype: str) -> np.ndarray:
     return taps
 
 
-_AUDIO_BLOCK = 1 << 16  # frames decoded at a time: memory holds the mono result, not every channel
+_BLOCK_SAMPLES = 1 << 20  # samples (all channels) decoded at a time when files have many channels
 
 
 def _read_mono(handle: Any, limits: MediaLimits) -> np.ndarray:
-    """The channels' mean, decoded block by block (the same values as averaging the whole array at
-    once: each frame's mean reads only that frame).  Refuses more samples than the limit, whatever
-    the header claims, and any NaN or infinite sample."""
+    """The channels' mean as float32, refusing more samples than the limit whatever the header
+    claims, and any NaN or infinite sample.
+
+    Mono and stereo are decoded in one read: the limit bounds them, and some decoders (MP3's) give
+    other samples when read in pieces.  More channels are decoded block by block, so memory holds
+    about the mono result twice (its blocks, then their join) rather than every channel; each
+    frame's mean reads only that frame, so the values are those of averaging the whole array."""
     channels = int(handle.channels)
 
     def refuse_beyond(frames: int) -> None:
@@ -193,9 +197,10 @@ def _read_mono(handle: Any, limits: MediaLimits) -> np.ndarray:
             raise MediaError(MediaReason.TOO_LARGE, message)
 
     refuse_beyond(int(handle.frames))
+    block_frames = -1 if channels <= 2 else max(1, _BLOCK_SAMPLES // channels)
     blocks, frames = [], 0
     while True:
-        block = handle.read(_AUDIO_BLOCK, dtype="float32", always_2d=True)
+        block = handle.read(block_frames, dtype="float32", always_2d=True)
         if block.shape[0] == 0:
             break
         frames += block.shape[0]
@@ -203,6 +208,10 @@ def _read_mono(handle: Any, limits: MediaLimits) -> np.ndarray:
         if not np.isfinite(block).all():
             raise MediaError(MediaReason.INVALID_SAMPLES, "audio contains NaN or infinite samples")
         blocks.append(block.mean(axis=1, dtype=np.float32))
+        if block_frames < 0:
+            break
+    if len(blocks) == 1:
+        return blocks[0]
     return np.concatenate(blocks) if blocks else np.zeros(0, dtype=np.float32)
 
 
