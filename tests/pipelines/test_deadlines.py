@@ -76,3 +76,38 @@ def test_a_timeout_dropped_inside_the_block_still_ends_it_as_a_timeout():
     assert dropped.is_set()
     with deadline(HANG_GUARD_S):  # nothing is left pending for the thread's next deadline
         pass
+
+
+class HostAlarm(Exception):
+    """A host's own exception (a trainer's alarm) leaving the block after the deadline fired."""
+
+
+def test_another_exception_leaving_a_late_block_stands():
+    with pytest.raises(HostAlarm):
+        with deadline(0.01):
+            try:
+                _spin()
+            except ItemTimeout:
+                raise HostAlarm() from None
+
+
+def test_the_main_threads_alarm_ends_a_late_block_as_a_timeout_too():
+    """What ``score --workers 1`` and a worker's lone item run under."""
+    from mmverify.pipelines.execute import _alarm
+
+    dropped = threading.Event()
+    with pytest.raises(ItemTimeout):
+        with _alarm(0.01):
+            try:
+                _spin()
+            except ItemTimeout:  # what a callback that drops exceptions does
+                dropped.set()
+    assert dropped.is_set()
+    with pytest.raises(HostAlarm):
+        with _alarm(0.01):
+            try:
+                _spin()
+            except ItemTimeout:
+                raise HostAlarm() from None
+    with _alarm(HANG_GUARD_S):  # on time: nothing raised
+        pass

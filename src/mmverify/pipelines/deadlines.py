@@ -5,10 +5,8 @@ calls with one), so one watchdog thread holds every armed deadline and raises
 :class:`~mmverify.pipelines.execute.ItemTimeout` in the late thread.  Like a signal, the exception
 is delivered between Python bytecodes: a long native call finishes first.
 
-A deadline that fired ends its block as a timeout whatever the block did next: code that drops
-exceptions raised inside it -- cffi prints and discards one raised in a callback, as in soundfile's
-virtual file reads -- would otherwise let a late item finish, or finish with a truncated read, and
-score as if on time (where a worker process is killed instead).
+A deadline that fired ends its block as a timeout whatever the block did next
+(:func:`~mmverify.pipelines.execute.end_if_late`), as the main thread's alarm does.
 
 Deadlines do not nest in one thread: a thread has one pending asynchronous exception, so an inner
 deadline clearing its own undelivered timeout could clear an outer one that fired meanwhile.
@@ -23,7 +21,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
-from .execute import ItemTimeout
+from .execute import ItemTimeout, end_if_late
 
 def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None)
@@ -88,8 +86,12 @@ def deadline(seconds: float | None) -> Iterator[None]:
     _LOCAL.armed = True
     try:
         token = _WATCHDOG.arm(seconds)
+        escaping: BaseException | None = None
         try:
             yield
+        except BaseException as exc:
+            escaping = exc
+            raise
         finally:
             fired = False
             try:
@@ -98,7 +100,6 @@ def deadline(seconds: float | None) -> Iterator[None]:
                     _set_async_exc(target, None)  # drop the exception if it has not been delivered yet
             except ItemTimeout:
                 fired = True  # delivered just now
-            if fired:  # whether delivered, swallowed or still pending: the block ran late
-                raise ItemTimeout()
+            end_if_late(fired, escaping)  # delivered, dropped by native code or still pending: late
     finally:
         _LOCAL.armed = False

@@ -145,23 +145,40 @@ def score_item(item: WorkItem) -> dict[str, Any]:
         return error_row(item, ErrorCode.INTERNAL, message)
 
 
+def end_if_late(fired: bool, escaping: BaseException | None) -> None:
+    """Ends a timed block whose deadline fired as a timeout, whatever the block did next: native
+    code can drop the exception (cffi discards one raised in a callback, as in soundfile's reads)
+    and let a late item finish, or finish on a cut-short read.  An exception of another kind
+    already leaving the block (an interrupt, a host's own alarm) stands."""
+    if fired and (escaping is None or isinstance(escaping, ItemTimeout)):
+        raise ItemTimeout()
+
+
 @contextmanager
 def _alarm(seconds: float | None) -> Iterator[None]:
     usable = seconds and threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
     if not usable:
         yield
         return
+    fired = False
 
     def on_alarm(signum: int, frame: Any) -> None:
+        nonlocal fired
+        fired = True
         raise ItemTimeout()
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, float(seconds))  # type: ignore[arg-type]
+    escaping: BaseException | None = None
     try:
         yield
+    except BaseException as exc:
+        escaping = exc
+        raise
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        end_if_late(fired, escaping)
 
 
 def timeout_row(item: WorkItem, seconds: float | None) -> dict[str, Any]:
