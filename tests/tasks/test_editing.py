@@ -430,7 +430,7 @@ def test_params_name_templates_judges_and_margins():
     for task in REFERENCE:
         assert TASK_REGISTRY.get(task)().params() == {
             "margin_divisor": 10, "resample": "bicubic",
-            "family": "ReferenceEdit", "family_version": 1, "args": {},
+            "family": "ReferenceEdit", "family_version": 2, "args": {},
         }  # fmt: skip
 
 

@@ -218,7 +218,7 @@ def test_code_published_row_existence_times_dreamsim_of_the_last_image(tmp_path,
     similarity = use_similarity(ScriptedSimilarity(0.625))
     row = score(tmp_path, "it_coherence_code", "it_coherence_code/0", "```svg\n<svg/>\n```", instructions=folder)
     assert row["score"] == 0.625 and row["components"] == {"exists": 1.0, "similarity": 0.625}
-    assert row["verifier"] == "it_coherence_code@2:mmmg" and row["evidence"]["reference"] == "ref_image_list[0] = 0"
+    assert row["verifier"] == "it_coherence_code@3:mmmg" and row["evidence"]["reference"] == "ref_image_list[0] = 0"
     assert np.array_equal(judges["default"].images[0][0], images[-1])
     [(generated, seen_reference)] = similarity.pairs
     assert np.array_equal(generated, images[-1]) and np.array_equal(seen_reference, reference)

@@ -115,6 +115,7 @@ def preservation(
 class _JudgedEdit(JudgedImageTask):
     """Source from ``image_list[0]``; subclasses say what the judge is asked about the crop."""
 
+    version = 2  # the family's revision (2: media indices as written, nothing coerced)
     margin_divisor: ClassVar[int] = SOURCE_MARGIN_DIVISOR
 
     def params(self) -> Mapping[str, Any]:
@@ -170,7 +171,7 @@ class TextEdit(NormalizationOption, _JudgedEdit):
     (strict), and the judge's list read as for the OCR tasks (:mod:`.image_ocr`: the published first
     one-line list under mmmg)."""
 
-    version = 2  # the family's revision, part of its tasks' keys; their catalog rows carry their own
+    version = 3  # the family's revision, part of its tasks' keys (3: media indices as written); rows carry their own
     roles = ("ocr",)
 
     def targets(self, instance: Instance) -> str:
@@ -194,6 +195,7 @@ class TextEdit(NormalizationOption, _JudgedEdit):
 class ReferenceEdit(Task):
     """Family of i_edit_add / i_edit_color (no arguments)."""
 
+    version = 2  # the family's revision (2: media indices as written, nothing coerced)
     margin_divisor: ClassVar[int] = REFERENCE_MARGIN_DIVISOR
     needed: ClassVar[tuple[str, ...]] = ("bbox", "image_list", "ref_image_list")
 

@@ -29,6 +29,8 @@ def _color(instance: Instance) -> Any:
 
 
 class _FillTask(Task):
+    version = 2  # the family's revision (2: a colour is a name or three integers, nothing coerced)
+
     def __init__(self, params: FillParams = DEFAULT_PARAMS) -> None:
         self.fill_params = params
 

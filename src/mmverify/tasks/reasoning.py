@@ -104,7 +104,7 @@ class CodeSpec:
 
 class CoherenceCode(CoherenceTask):
     id = "it_coherence_code"
-    version = 2
+    version = 3  # 3: media indices as written, nothing coerced
     several_images = True
 
     def __init__(self, render_size: int = PUBLISHED_SIZE, background: tuple[int, int, int] | None = WHITE) -> None:

@@ -271,6 +271,7 @@ class SpeechImitate(SpeechTask):
     max(1 - WER, 0) x [speaker cosine > speaker_threshold]."""
 
     id = "a_speech_imitate"
+    version = 3  # 3: media indices as written, nothing coerced
 
     def __init__(self, speaker_threshold: float = SPEAKER_THRESHOLD, transcription: Transcription = PUBLISHED_TRANSCRIPTION) -> None:
         super().__init__(transcription)

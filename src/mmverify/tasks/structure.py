@@ -14,6 +14,7 @@ from .response import Response
 class OrderTask(Task):
     """Family of i_structure / a_structure (no arguments)."""
 
+    version = 2  # the family's revision (2: an `order` that is not a non-empty list of t/i/a strings is refused)
     binary = True
 
     def __init__(self, strip_leading_text: bool = False) -> None:
