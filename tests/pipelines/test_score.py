@@ -42,7 +42,7 @@ def test_every_line_gets_one_typed_row_in_manifest_order(run_dir, tmp_path):
             assert value > 0.99 if score == ">0.99" else value == float(score), row
     assert "Did you mean 'i_format_border'" in rows[6]["error"]["message"]
     assert rows[3]["passed"] is True and rows[0]["passed"] is None  # binary task vs continuous without threshold
-    assert rows[0]["verifier"] == "i_format_border@1:mmmg" and len(rows[0]["key"]) == 64
+    assert rows[0]["verifier"] == "i_format_border@2:mmmg" and len(rows[0]["key"]) == 64
 
 
 def test_summary_counts_and_cluster_bootstrap(run_dir, tmp_path):
