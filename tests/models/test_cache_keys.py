@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mmverify.core import hashing
 from mmverify.models import base as base_module
 from mmverify.models.base import checkpoint_digest
 from mmverify.models.cache import OutputCache
@@ -72,7 +73,7 @@ def test_an_interior_edit_of_a_large_file_changes_the_digest(tmp_path, cache_dir
 
 
 def test_large_file_digests_are_memoised_per_stat_and_never_across_a_change(tmp_path, cache_dir, monkeypatch):
-    monkeypatch.setattr(base_module, "_now_ns", lambda: FAR_FUTURE_NS)
+    monkeypatch.setattr(hashing, "_now_ns", lambda: FAR_FUTURE_NS)
     weights = big_checkpoint(tmp_path / "ckpt")
     reads = count_reads(monkeypatch)
     first = checkpoint_digest(tmp_path / "ckpt")
@@ -95,7 +96,7 @@ def test_large_file_digests_are_memoised_per_stat_and_never_across_a_change(tmp_
 
 def test_a_file_changed_within_the_racy_window_is_never_memoised(tmp_path, cache_dir, monkeypatch):
     weights = big_checkpoint(tmp_path / "ckpt")
-    monkeypatch.setattr(base_module, "_now_ns", lambda: weights.stat().st_ctime_ns)  # "just written"
+    monkeypatch.setattr(hashing, "_now_ns", lambda: weights.stat().st_ctime_ns)  # "just written"
     reads = count_reads(monkeypatch)
     first = checkpoint_digest(tmp_path / "ckpt")
     assert checkpoint_digest(tmp_path / "ckpt") == first and len(reads) == 2

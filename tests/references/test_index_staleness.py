@@ -16,6 +16,7 @@ import pytest
 import soundfile as sf
 
 from mmverify.references import ReferenceIndex
+from mmverify.core import hashing
 from mmverify.references import index as index_module
 from tests.references.test_index import SR, SpectrumEmbedder, sound
 
@@ -37,7 +38,7 @@ def genre_root(folder: Path, seed: int) -> Path:
 
 
 def test_another_folder_in_the_same_index_dir_is_hashed_and_embedded(tmp_path, monkeypatch):
-    monkeypatch.setattr(index_module, "_now_ns", lambda: FAR_FUTURE_NS, raising=False)  # stats alone would be trusted
+    monkeypatch.setattr(hashing, "_now_ns", lambda: FAR_FUTURE_NS)  # stats alone would be trusted
     a, b = genre_root(tmp_path / "A", seed=1), genre_root(tmp_path / "B", seed=2)
     sizes = {p.stat().st_size for p in [*a.rglob("*.wav"), *b.rglob("*.wav")]}
     assert len(sizes) == 1  # same names, sizes and mtimes: only the content differs
@@ -59,7 +60,7 @@ def test_another_folder_in_the_same_index_dir_is_hashed_and_embedded(tmp_path, m
 
 
 def test_a_replaced_clip_with_its_mtime_kept_is_embedded_again(tmp_path, monkeypatch):
-    monkeypatch.setattr(index_module, "_now_ns", lambda: FAR_FUTURE_NS, raising=False)
+    monkeypatch.setattr(hashing, "_now_ns", lambda: FAR_FUTURE_NS)
     root = genre_root(tmp_path / "A", seed=1)
     embedder = SpectrumEmbedder()
     first = ReferenceIndex.build("gtzan", root, embedder, tmp_path / "index")
@@ -89,7 +90,7 @@ def test_a_clip_rewritten_in_place_just_after_it_was_hashed_is_hashed_again(tmp_
 
 
 def test_nothing_changed_leaves_the_index_files_untouched(tmp_path, monkeypatch):
-    monkeypatch.setattr(index_module, "_now_ns", lambda: FAR_FUTURE_NS, raising=False)
+    monkeypatch.setattr(hashing, "_now_ns", lambda: FAR_FUTURE_NS)
     root = genre_root(tmp_path / "A", seed=1)
     first = ReferenceIndex.build("gtzan", root, SpectrumEmbedder(), tmp_path / "index")
     directory = ReferenceIndex.directory(tmp_path / "index", "spectrum:1", "gtzan")
@@ -107,7 +108,7 @@ def test_nothing_changed_leaves_the_index_files_untouched(tmp_path, monkeypatch)
 def test_rows_stored_without_inode_or_ctime_are_hashed_once_and_embed_nothing(tmp_path, monkeypatch, field):
     import json
 
-    monkeypatch.setattr(index_module, "_now_ns", lambda: FAR_FUTURE_NS, raising=False)
+    monkeypatch.setattr(hashing, "_now_ns", lambda: FAR_FUTURE_NS)
     root = genre_root(tmp_path / "A", seed=1)
     ReferenceIndex.build("gtzan", root, SpectrumEmbedder(), tmp_path / "index")
     meta_path = ReferenceIndex.directory(tmp_path / "index", "spectrum:1", "gtzan") / "meta.json"

@@ -55,13 +55,13 @@ def sha256_file_bounded(path: str | os.PathLike[str], max_bytes: int) -> str | N
 RACY_WINDOW_NS = 2 * 10**9
 
 
-def changed_recently(stat: os.stat_result, now_ns: int) -> bool:
-    """Whether ``stat`` is too young (see :data:`RACY_WINDOW_NS`) to stand for the file's content."""
-    return now_ns - max(stat.st_mtime_ns, stat.st_ctime_ns) < RACY_WINDOW_NS
-
-
 def _now_ns() -> int:
     return time.time_ns()
+
+
+def changed_recently(stat: os.stat_result) -> bool:
+    """Whether ``stat`` is too young (see :data:`RACY_WINDOW_NS`) to stand for the file's content."""
+    return _now_ns() - max(stat.st_mtime_ns, stat.st_ctime_ns) < RACY_WINDOW_NS
 
 
 def oversize_digest(size: int) -> str:
@@ -130,6 +130,6 @@ class FileDigests:
                 digest = oversize_digest(stat.st_size)
             else:
                 digest = sha256_file_bounded(path, self.max_bytes) or oversize_digest(self.max_bytes + 1)
-            if not changed_recently(stat, _now_ns()):
+            if not changed_recently(stat):
                 self._store(key, digest)
         return digest

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import threading
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,15 +130,11 @@ def checkpoint_digest(path: str | Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def _now_ns() -> int:
-    return time.time_ns()
-
-
 def _stat_key(path: Path) -> tuple[str, bool]:
     """What must be unchanged for a memoised digest of ``path`` to be trusted, and whether the file
     changed too recently for its stat to tell later changes apart (then nothing is memoised)."""
     stat = path.stat()
-    racy = changed_recently(stat, _now_ns())
+    racy = changed_recently(stat)
     return f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}:{stat.st_dev}:{stat.st_ctime_ns}", racy
 
 

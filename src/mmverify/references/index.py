@@ -30,7 +30,6 @@ import json
 import os
 import re
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
@@ -111,15 +110,11 @@ def front_end_name(preprocessing: str, load_rate: int | None) -> str:
     return _safe_dirname(f"{preprocessing}~load-{load_rate or 'direct'}")
 
 
-def _now_ns() -> int:
-    return time.time_ns()
-
-
 def _file_identity(stat: os.stat_result) -> dict[str, int | None]:
     """What a stored file hash is trusted by: size, mtime, inode and ctime (which only the kernel
     sets).  ``ctime_ns`` is null for a file changed within :data:`~mmverify.core.hashing.RACY_WINDOW_NS` of being hashed,
     so that the next build hashes it again."""
-    racy = changed_recently(stat, _now_ns())
+    racy = changed_recently(stat)
     return {
         "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino,
         "ctime_ns": None if racy else stat.st_ctime_ns,
