@@ -201,6 +201,24 @@ def test_a_16_bit_array_reads_like_the_16_bit_png_of_it(tmp_path: Path):
     assert gray.dtype == np.uint8 and np.array_equal(to_uint8_image(wide), gray[:, :, 0])
     assert to_uint8_image(np.full((2, 2), 300, dtype=np.int64)).max() == 255  # wider integers: 0..255, clipped
 
+    colour = np.random.default_rng(3).integers(0, 65536, size=(5, 7, 3), dtype=np.uint16)
+    (tmp_path / "colour.png").write_bytes(png16_rgb(colour))
+    assert np.array_equal(to_uint8_image(colour), load_image(tmp_path / "colour.png"))
+
+
+def png16_rgb(array: np.ndarray) -> bytes:
+    """A 16-bit RGB PNG of ``array`` (Pillow writes none)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    height, width, _ = array.shape
+    rows = b"".join(b"\x00" + array[y].astype(">u2").tobytes() for y in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 16, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
 
 def test_unusual_parts():
     assert to_part("hi") == {"type": "text", "text": "hi"}

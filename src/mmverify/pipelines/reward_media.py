@@ -45,7 +45,8 @@ def to_uint8_image(value: Any, channels_first: bool | None = None) -> np.ndarray
 
     Floats are taken to lie in [0, 1] and mapped as ``round(x * 255)`` (half to even) clipped to
     [0, 255] -- the conversion image-RL trainers apply before their own reward models.  ``uint16``
-    is scaled from [0, 65535] as a 16-bit PNG is when read; other integers are clipped to [0, 255].  Layout:
+    reads as the 16-bit PNG of it does (grey rounded from [0, 65535], colour by its high byte);
+    other integers are clipped to [0, 255].  Layout:
     ``channels_first`` True (CHW), False (HWC) or None: torch tensors are read channels-first and
     numpy arrays channels-last unless only the other reading has a channel axis of size 1, 3 or 4.
     Raises ``ValueError`` for non-finite floats, which callers turn into an unreadable image.
@@ -75,8 +76,10 @@ def to_uint8_image(value: Any, channels_first: bool | None = None) -> np.ndarray
         if not np.isfinite(array).all():
             raise NonFiniteImage("image has non-finite pixel values")
         return np.ascontiguousarray(np.clip(np.round(array.astype(np.float32) * np.float32(255)), 0, 255).astype(np.uint8))
-    if array.dtype == np.uint16:  # 16-bit samples: scaled as a 16-bit PNG of them is when read
-        scaled = np.round(array.astype(np.float64) * (255.0 / 65535.0))
+    if array.dtype == np.uint16:  # 16-bit samples, as the 16-bit PNG of them reads
+        if array.ndim == 3:  # colour: Pillow keeps the high byte
+            return np.ascontiguousarray((array >> 8).astype(np.uint8))
+        scaled = np.round(array.astype(np.float64) * (255.0 / 65535.0))  # grey: the loader rounds
         return np.ascontiguousarray(np.clip(scaled, 0, 255).astype(np.uint8))
     if np.issubdtype(array.dtype, np.integer):
         return np.ascontiguousarray(np.clip(array, 0, 255).astype(np.uint8))
