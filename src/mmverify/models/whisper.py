@@ -26,6 +26,7 @@ limit, decoding settings and the clip's content hash.
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
@@ -77,16 +78,18 @@ def split_long_clip(
 
 
 class _FixedLengthNotice(logging.Filter):
-    """Drops transformers' notice that ``max_new_tokens`` overrides the checkpoint's ``max_length``.
+    """Drops transformers' notice that ``max_new_tokens`` overrides the checkpoint's ``max_length``
+    while this module's ``generate`` runs in the logging thread.
 
     A fixed decode length sets both on purpose, and ``generate`` repeats the notice on every batch
     (clearing the checkpoint's ``max_length`` does not help: ``generate`` fills in a default).
-    Nothing else from transformers is filtered."""
+    Other callers' notices, and everything else from transformers, pass."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Both `max_new_tokens`")
+        return not (getattr(_DECODING, "active", False) and record.getMessage().startswith("Both `max_new_tokens`"))
 
 
+_DECODING = threading.local()  # log records are emitted in the thread that runs generate
 _FIXED_LENGTH_NOTICE = _FixedLengthNotice()
 _GENERATE_LOGGER = "transformers.generation.utils"
 
@@ -312,8 +315,12 @@ class HFWhisper(WhisperBase):
                 options["task"] = "transcribe"
         if self.max_new_tokens is not None:
             options["max_new_tokens"] = self.max_new_tokens
-        with torch.inference_mode():
-            ids = self.model.generate(features, **options)
+        _DECODING.active = True
+        try:
+            with torch.inference_mode():
+                ids = self.model.generate(features, **options)
+        finally:
+            _DECODING.active = False
         sequences = ids.sequences if hasattr(ids, "sequences") else ids
         return [text.strip() for text in self.processor.batch_decode(sequences, skip_special_tokens=True)]
 
