@@ -188,7 +188,7 @@ def test_listing_the_catalog_imports_no_family():
     assert not set(FAMILY_MODULES) & set(loaded.split(","))
 
 
-def test_markdown_table_lists_family_rows_as_ready():
+def test_markdown_table_lists_family_rows_as_implemented():
     table = markdown_table()
     for task_id in EXPECTED:
         assert f"| `{task_id}` |" in table and table.split(f"| `{task_id}` |")[1].split("\n")[0].endswith("| implemented |")
