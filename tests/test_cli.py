@@ -47,6 +47,31 @@ def test_score_then_report(tmp_path: Path, mmmg_instructions: Path):
     assert (out / "report.md").read_text().startswith("# mmverify results")
 
 
+def test_report_refuses_damaged_runs_with_one_line(tmp_path: Path):
+    save_png(tmp_path / "a.png", scene())
+    line = {"task": "i_format_border", "instance": {"color": "green"}, "parts": [{"type": "image", "path": "a.png"}]}
+    manifest = write_manifest(tmp_path / "m.jsonl", [line, {**line, "sample": 1}])
+    out = tmp_path / "out"
+    assert runner.invoke(app, ["score", str(manifest), "--out", str(out)]).exit_code == 0
+    summary = (out / "summary.json").read_text()
+    latest = (out / "results.latest.jsonl").read_text()
+
+    def refused(expected: str, *options: str) -> None:
+        result = runner.invoke(app, ["report", str(out), *options])
+        assert result.exit_code == 2 and expected in " ".join(result.output.split()), result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+
+    (out / "summary.json").write_text('{"tasks": null, "groups": 5}')
+    refused("is not a summary `mmverify score` wrote")
+    (out / "summary.json").write_text(summary)
+    (out / "results.latest.jsonl").write_text(latest[:40] + "\n" + latest)  # a line cut short
+    refused("corrupt results line", "--html")
+    (out / "results.latest.jsonl").write_text(latest)
+    (out / "report.md").unlink(missing_ok=True)
+    (out / "report.md").mkdir()
+    refused("report.md: Is a directory")
+
+
 def test_unusable_arguments_exit_non_zero(tmp_path: Path):
     manifest = write_manifest(tmp_path / "m.jsonl", [])
     result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "o"), "--tasks", "i_format_bordr"])

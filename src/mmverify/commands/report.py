@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from .common import console, fail, stdout
+from .common import console, fail, os_problem, stdout
 
 
 def report_command(
@@ -30,17 +29,21 @@ def report_command(
     """Render DIR/summary.json as Markdown (printed, and written to DIR/report.md); --html adds the
     browsable report and the leaderboard CSV; --compare adds the differences to other runs."""
     from ..pipelines.report import render_markdown
+    from ..pipelines.runs import read_summary
     from ..reports.usage import usage_markdown
 
-    path = run_dir / "summary.json"
-    if not path.is_file():
-        fail(f"{path} not found; run `mmverify score` first")
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        fail(f"{path} is not valid JSON: {exc}")
-    text = render_markdown(summary) + usage_markdown(summary)
-    (run_dir / "report.md").write_text(text, encoding="utf-8")
+        summary = read_summary(run_dir, required=True)
+    except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    try:
+        text = render_markdown(summary) + usage_markdown(summary)
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:  # valid JSON of another shape
+        fail(f"{run_dir / 'summary.json'} is not a summary `mmverify score` wrote ({type(exc).__name__}: {exc})")
+    try:
+        (run_dir / "report.md").write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(os_problem(exc))
     typer.echo(text, nl=False)
     comparison = None
     if compare:
@@ -57,6 +60,11 @@ def report_command(
     if html:
         from ..reports import write_html_report, write_leaderboard_csv
 
-        page = write_html_report(run_dir, max_media=max_media, comparison=comparison)
-        table = write_leaderboard_csv(run_dir)
+        try:
+            page = write_html_report(run_dir, max_media=max_media, comparison=comparison)
+            table = write_leaderboard_csv(run_dir)
+        except OSError as exc:
+            fail(os_problem(exc))
+        except ValueError as exc:  # an unreadable results file
+            fail(str(exc))
         console.print(f"wrote {page} and {table}", highlight=False, markup=False, soft_wrap=True)
