@@ -65,6 +65,17 @@ def test_interval_of_two_instructions_is_their_range(tmp_path: Path):
     assert task["significant"] is True
 
 
+def test_one_instruction_gives_no_interval_and_no_significance():
+    """Resampling a single instruction only repeats it: [Δ, Δ] would always "exclude 0"."""
+    a = [_row("t", "t/0", 0.79, 0), _row("t", "t/0", 0.5, 1), _row("u", "u/0", 0.2), _row("u", "u/1", 0.4)]
+    b = [_row("t", "t/0", 0.80, 0), _row("t", "t/0", 0.6, 1), _row("u", "u/0", 0.3), _row("u", "u/1", 0.6)]
+    comparison = compare_loaded([_loaded(a), _loaded(b)])["comparisons"][0]
+    single = comparison["tasks"]["t"]
+    assert single["delta"] == pytest.approx(0.055) and single["ci95"] is None and single["significant"] is False
+    assert comparison["tasks"]["u"]["ci95"] == pytest.approx([0.1, 0.2])
+    assert comparison["overall"]["tasks"] == 1 and comparison["overall"]["delta"] == pytest.approx(0.15)  # u alone
+
+
 def test_samples_of_one_instruction_are_resampled_together():
     """Instruction X has differences 0.2 and 0.4 (two samples), Y has 1.0: the only resamples are
     XX (0.3), XY ((0.2+0.4+1.0)/3) and YY (1.0), so the interval is [0.3, 1.0]; resampling rows
@@ -215,8 +226,8 @@ def test_error_rows_are_left_out_and_counted_or_scored_zero():
 
 
 def test_tasks_present_in_one_run_only_are_listed_but_left_out_of_the_overall():
-    a = [_row("p", "p/0", 0.2), _row("q", "q/0", 0.9)]
-    b = [_row("p", "p/0", 0.4)]
+    a = [_row("p", "p/0", 0.2), _row("p", "p/1", 0.2), _row("q", "q/0", 0.9)]
+    b = [_row("p", "p/0", 0.4), _row("p", "p/1", 0.4)]
     comparison = compare_loaded([_loaded(a), _loaded(b)])["comparisons"][0]
     assert comparison["tasks"]["q"]["delta"] is None and comparison["tasks"]["q"]["only_a"] == 1
     assert comparison["overall"]["tasks"] == 1 and comparison["overall"]["delta"] == pytest.approx(0.2)

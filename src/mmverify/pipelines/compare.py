@@ -42,6 +42,7 @@ from .summary import BOOTSTRAP_RESAMPLES
 COMPARE_SCHEMA = 1
 MATCH_MODES: tuple[str, ...] = ("auto", "instance", "model")
 LEVEL = 0.95
+MIN_INSTRUCTIONS = 2  # paired instructions a task needs for an interval (and a place in the overall)
 EXAMPLES = 5  # unmatched generations named per side
 
 Key = tuple[Any, ...]
@@ -163,15 +164,16 @@ def _task_entry(task: str, pairs: Sequence[_Pair], only_a: int, only_b: int, see
         return entry, None
     differences = _clusters(used, lambda p: p.b - p.a)  # type: ignore[operator]
     strata = _strata(task, list(differences))
-    replicates = bootstrap_means(differences, strata, _task_rng(seed, task))
-    ci = percentile_interval(replicates)
     entry.update(
         mean_a=point_mean(_clusters(used, lambda p: p.a), strata),  # type: ignore[arg-type,return-value]
         mean_b=point_mean(_clusters(used, lambda p: p.b), strata),  # type: ignore[arg-type,return-value]
         delta=point_mean(differences, strata),
-        ci95=ci,
-        significant=_excludes_zero(ci),
     )
+    if len(differences) < MIN_INSTRUCTIONS:  # resampling one instruction only repeats it: no interval
+        return entry, None
+    replicates = bootstrap_means(differences, strata, _task_rng(seed, task))
+    ci = percentile_interval(replicates)
+    entry.update(ci95=ci, significant=_excludes_zero(ci))
     return entry, replicates
 
 
