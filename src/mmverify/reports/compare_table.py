@@ -57,7 +57,7 @@ def render_compare_table(result: Mapping[str, Any]) -> Any:
     errors = "error rows scored 0" if result["errors"] == "as_zero" else "pairs with an error row left out"
     caption = (
         f"Δ = {'each run' if several else 'B'} − A, paired by generation; * = 95% CI excludes 0; {errors}; "
-        "errors, unpaired: rows of A / of the other run; overall = macro mean over the tasks in both runs"
+        "errors, unpaired: rows of A / of the other run; overall = macro mean over the tasks with an interval (two or more paired instructions)"
     )
     table = Table(title=f"score differences ({runs})", caption=caption, box=box.SIMPLE_HEAD, padding=0, pad_edge=False)
     table.add_column("task", no_wrap=True)
