@@ -60,3 +60,14 @@ def test_a_pair_of_one_generation_with_itself_is_refused(tmp_path: Path):
                     + json.dumps({"instance_id": "a", "chosen_sample": 2, "rejected_sample": 2}) + "\n")  # fmt: skip
     with pytest.raises(ValueError, match="pairs.jsonl record 2: a: chosen and rejected are the same generation"):
         load_pairs(path)
+
+
+def test_a_pair_whose_sides_match_one_row_is_refused():
+    """A side without a model matches the one model's row that the other side names."""
+    from mmverify.calibration.pairwise import pairwise_accuracy
+
+    row = {"task": "t", "instance_id": "a", "sample": 0, "model": "m", "status": "scored", "score": 0.5, "key": "k"}
+    other = {**row, "sample": 1, "key": "k1", "score": 0.2}
+    with pytest.raises(ValueError, match="chosen and rejected are the same generation"):
+        pairwise_accuracy([row, other], [Pair("a", 0, 0, chosen_model="m")])
+    assert pairwise_accuracy([row, other], [Pair("a", 0, 1, chosen_model="m")])["overall"]["accuracy"] == 1.0

@@ -100,7 +100,10 @@ def _match_pair(index: RowIndex, pair: Pair) -> tuple[tuple[Mapping[str, Any], M
         rejected, reason = index.candidates(pair.instance_id, pair.rejected_sample, pair.task, pair.rejected_model)
     if reason is not None:
         return None, reason
-    return common_rows(chosen, rejected)
+    matched, reason = common_rows(chosen, rejected)
+    if matched is not None and matched[0] is matched[1]:  # a side without a model matched the other's row
+        raise ValueError(f"pair {_describe_pair(pair)}: chosen and rejected are the same generation")
+    return matched, reason
 
 
 def _describe_pair(pair: Pair) -> str:
