@@ -312,3 +312,19 @@ def test_manifest_option_adds_thumbnails_and_three_way_labels_are_explicit(tmp_p
     accepted = runner.invoke(_calibrate_app(), ["calibrate", str(results), "--labels", str(three), "--out", str(out), "--label-kind", "three-way"])
     assert accepted.exit_code == 0, accepted.output
     assert json.loads((out / "metrics.json").read_text())["tasks"]["i_format_border"]["three_way"]["agreement"] == 1.0
+
+
+def test_labels_without_samples_are_refused_where_instructions_have_several(tmp_path: Path):
+    """Read as sample 0, they would merge votes on other samples into sample 0's."""
+    data = _bundled_example(tmp_path)  # two samples of each instruction
+    with open(data / "labels.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    unsampled = tmp_path / "unsampled.csv"
+    with open(unsampled, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[name for name in rows[0] if name != "sample"])
+        writer.writeheader()
+        writer.writerows({key: value for key, value in row.items() if key != "sample"} for row in rows)
+    out = tmp_path / "cal"
+    result = runner.invoke(_calibrate_app(), ["calibrate", str(data / "run"), "--labels", str(unsampled), "--out", str(out)])
+    assert result.exit_code == 2 and "labelled without a sample have other samples than 0" in _flat(result.output)
+    assert not out.exists()

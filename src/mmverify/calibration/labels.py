@@ -37,6 +37,7 @@ class Label:
     annotator: str | None = None
     task: str | None = None
     model: str | None = None
+    sample_given: bool = field(default=True, compare=False)  # False: no sample written, read as 0
 
     @property
     def item(self) -> tuple[str | None, str, int, str | None]:
@@ -66,7 +67,28 @@ def _parse(raw: Mapping[str, Any], where: str) -> Label:
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     text = lambda key: (str(raw[key]).strip() or None) if raw.get(key) not in (None, "") else None  # noqa: E731
-    return Label(str(raw["instance_id"]), sample, _coerce_label(raw["label"]), text("annotator"), text("task"), text("model"))
+    given = raw.get("sample") not in (None, "")
+    return Label(str(raw["instance_id"]), sample, _coerce_label(raw["label"]), text("annotator"), text("task"), text("model"), given)
+
+
+def check_samples_given(labels: Sequence[Label], rows: Iterable[Mapping[str, Any]], source: str) -> None:
+    """A label without a sample reads as sample 0, which is safe only where its instruction has
+    no other sample in the run: else ``ValueError``, rather than votes on several generations
+    silently merged into sample 0's."""
+    unsampled = {label.instance_id for label in labels if not label.sample_given}
+    if not unsampled:
+        return
+    samples: dict[str, set[int]] = defaultdict(set)
+    for row in rows:
+        if str(row.get("instance_id")) in unsampled:
+            samples[str(row.get("instance_id"))].add(int(row.get("sample") or 0))
+    several = sorted(name for name, found in samples.items() if len(found) > 1 or found != {0})
+    if several:
+        shown = ", ".join(f"{name} (samples {', '.join(map(str, sorted(samples[name])))})" for name in several[:3])
+        raise ValueError(
+            f"{source}: {len(several)} instruction(s) labelled without a sample have other samples than 0 in the "
+            f"results: {shown}; give each label its sample"
+        )
 
 
 def load_labels(path: str | Path) -> list[Label]:

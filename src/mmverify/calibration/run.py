@@ -22,7 +22,9 @@ import numpy as np
 from ..pipelines.runs import load_run
 from .crossval import cross_validate, cross_validate_three_way, predict_three_way
 from .fit import fit_direction, fit_two_thresholds, predict
-from .labels import LABEL_KINDS, Adjudication, Joined, adjudicate, check_label_values, join, load_labels, resolve_items
+from .labels import (
+    LABEL_KINDS, Adjudication, Joined, adjudicate, check_label_values, check_samples_given, join, load_labels, resolve_items,
+)
 from .matching import require
 from .pairwise import TIE_POLICIES, load_pairs, pairwise_accuracy
 from .report import write_report
@@ -191,7 +193,9 @@ def _report_media(manifest: Path | None, metrics: Mapping[str, Any]) -> dict[int
 
 
 def _load_joined(rows: list[Mapping[str, Any]], source: Path, config: CalibrationConfig) -> tuple[Adjudication, Joined]:
-    labels = resolve_items(check_label_values(load_labels(config.labels), config.label_kind), rows)
+    loaded = check_label_values(load_labels(config.labels), config.label_kind)
+    check_samples_given(loaded, rows, str(config.labels))
+    labels = resolve_items(loaded, rows)
     adjudicated = adjudicate(labels)
     if not adjudicated.labels:
         raise ValueError(f"{config.labels}: no labelled item has a majority label ({len(adjudicated.ties)} ties)")
