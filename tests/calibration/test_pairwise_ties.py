@@ -71,3 +71,12 @@ def test_a_pair_whose_sides_match_one_row_is_refused():
     with pytest.raises(ValueError, match="chosen and rejected are the same generation"):
         pairwise_accuracy([row, other], [Pair("a", 0, 0, chosen_model="m")])
     assert pairwise_accuracy([row, other], [Pair("a", 0, 1, chosen_model="m")])["overall"]["accuracy"] == 1.0
+
+
+def test_a_component_that_is_no_number_is_a_missing_component():
+    from mmverify.calibration.labels import component_value
+
+    row = {"score": 0.5, "components": {"ssim": [0.1, 0.2], "ok": True, "inf": float("inf"), "good": 0.25}}
+    assert [component_value(row, name) for name in ("ssim", "ok", "inf", "good", "score", "absent")] == [None, None, None, 0.25, 0.5, None]
+    assert component_value({"score": float("nan"), "components": None}, "score") is None
+    assert component_value({"score": 1, "components": "junk"}, "ssim") is None

@@ -76,6 +76,15 @@ def test_one_instruction_gives_no_interval_and_no_significance():
     assert comparison["overall"]["tasks"] == 1 and comparison["overall"]["delta"] == pytest.approx(0.15)  # u alone
 
 
+def test_a_hand_edited_non_number_score_counts_as_an_error_row(tmp_path: Path):
+    a = [_row("t", f"t/{i}", 0.5) for i in range(3)]
+    b = [_row("t", f"t/{i}", 0.7) for i in range(3)]
+    b[0]["score"] = float("nan")
+    b[1]["score"] = "0.9"
+    task = compare_loaded([_loaded(a), _loaded(b)])["comparisons"][0]["tasks"]["t"]
+    assert task["n"] == 1 and task["n_error_b"] == 2 and task["delta"] == pytest.approx(0.2)
+
+
 def test_samples_of_one_instruction_are_resampled_together():
     """Instruction X has differences 0.2 and 0.4 (two samples), Y has 1.0: the only resamples are
     XX (0.3), XY ((0.2+0.4+1.0)/3) and YY (1.0), so the interval is [0.3, 1.0]; resampling rows

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -259,10 +260,13 @@ class Joined:
 
 
 def component_value(row: Mapping[str, Any], component: str) -> float | None:
-    if component == "score":
-        return row.get("score")
-    value = (row.get("components") or {}).get(component)
-    return float(value) if value is not None else None
+    """The row's score or named component as a finite number; None where it has none (or a
+    hand-edited row holds something else there)."""
+    components = row.get("components")
+    value = row.get("score") if component == "score" else components.get(component) if isinstance(components, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def _generation(row: Mapping[str, Any]) -> dict[str, Any]:

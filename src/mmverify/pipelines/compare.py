@@ -26,6 +26,7 @@ summary does.
 
 from __future__ import annotations
 
+import math
 import string
 import zlib
 from collections import defaultdict
@@ -75,8 +76,10 @@ def _key(row: Mapping[str, Any], with_model: bool) -> Key:
 
 
 def _value(row: Mapping[str, Any], errors_as_zero: bool) -> float | None:
-    if row.get("status") == "scored" and row.get("score") is not None:
-        return float(row["score"])
+    """A scored row's score; an error row's (or a hand-edited row's non-number) counts as one."""
+    score = row.get("score")
+    if row.get("status") == "scored" and isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score):
+        return float(score)
     return 0.0 if errors_as_zero else None
 
 
