@@ -80,3 +80,26 @@ def test_a_component_that_is_no_number_is_a_missing_component():
     assert [component_value(row, name) for name in ("ssim", "ok", "inf", "good", "score", "absent")] == [None, None, None, 0.25, 0.5, None]
     assert component_value({"score": float("nan"), "components": None}, "score") is None
     assert component_value({"score": 1, "components": "junk"}, "ssim") is None
+
+
+def test_unreadable_label_and_pair_files_name_the_file_and_line(tmp_path: Path):
+    from mmverify.calibration.labels import load_labels
+    from mmverify.calibration.matching import RowIndex
+
+    latin = tmp_path / "labels.csv"
+    latin.write_bytes("instance_id,sample,label\ncafé/0,0,1\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"labels.csv: not UTF-8 text"):
+        load_labels(latin)
+    numbered = tmp_path / "labels.jsonl"
+    numbered.write_text('{"instance_id": 0, "sample": 0, "label": 1}\n')
+    with pytest.raises(ValueError, match=r"labels.jsonl:1: 'instance_id' must be a string, got 0"):
+        load_labels(numbered)
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"instance_id": "a", "chosen_sample": 0, "rejected_sample": 1}) + "\n{oops\n")
+    with pytest.raises(ValueError, match=r"pairs.jsonl:2: invalid JSON"):
+        load_pairs(pairs)
+    spaced = tmp_path / "spaced.jsonl"
+    spaced.write_text(json.dumps({"instance_id": "a", "chosen_sample": 0, "rejected_sample": 1, "chosen_model": "m "}) + "\n")
+    assert load_pairs(spaced)[0].chosen_model == "m"  # trimmed, as labels' columns are
+    with pytest.raises(ValueError, match=r"results row a \(line 3\): sample 'x' is not an integer"):
+        RowIndex([{"instance_id": "a", "sample": "x", "line": 3}])

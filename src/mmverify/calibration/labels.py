@@ -15,7 +15,6 @@ an error (labels without an annotator each count as a vote).
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections import Counter, defaultdict
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .matching import Matching, RowIndex, describe_item, parse_sample
+from .matching import Matching, RowIndex, describe_item, optional_text, parse_sample, read_records
 from .stats import krippendorff_alpha_nominal
 
 LABEL_KINDS: dict[str, tuple[int, ...]] = {"binary": (0, 1), "three-way": (0, 1, 2)}
@@ -59,17 +58,19 @@ def _coerce_label(value: Any) -> Any:
 
 
 def _parse(raw: Mapping[str, Any], where: str) -> Label:
-    if not raw.get("instance_id"):
+    if raw.get("instance_id") in (None, ""):
         raise ValueError(f"{where}: 'instance_id' is required")
+    if not isinstance(raw["instance_id"], str):
+        raise ValueError(f"{where}: 'instance_id' must be a string, got {raw['instance_id']!r}")
     if raw.get("label") in (None, ""):
         raise ValueError(f"{where}: 'label' is required")
     try:
         sample = parse_sample(raw.get("sample"))
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
-    text = lambda key: (str(raw[key]).strip() or None) if raw.get(key) not in (None, "") else None  # noqa: E731
     given = raw.get("sample") not in (None, "")
-    return Label(str(raw["instance_id"]), sample, _coerce_label(raw["label"]), text("annotator"), text("task"), text("model"), given)
+    text = [optional_text(raw, key) for key in ("annotator", "task", "model")]
+    return Label(str(raw["instance_id"]), sample, _coerce_label(raw["label"]), *text, sample_given=given)
 
 
 def check_samples_given(labels: Sequence[Label], rows: Iterable[Mapping[str, Any]], source: str) -> None:
@@ -95,21 +96,7 @@ def check_samples_given(labels: Sequence[Label], rows: Iterable[Mapping[str, Any
 def load_labels(path: str | Path) -> list[Label]:
     """Read a labels file (``.csv`` or JSON Lines)."""
     path = Path(path)
-    labels = []
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        if path.suffix.lower() == ".csv":
-            for number, row in enumerate(csv.DictReader(handle), start=2):
-                labels.append(_parse(row, f"{path.name}:{number}"))
-        else:
-            for number, line in enumerate(handle, start=1):
-                if line.strip():
-                    try:
-                        raw = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise ValueError(f"{path.name}:{number}: invalid JSON ({exc.msg})") from None
-                    if not isinstance(raw, dict):
-                        raise ValueError(f"{path.name}:{number}: expected an object")
-                    labels.append(_parse(raw, f"{path.name}:{number}"))
+    labels = [_parse(raw, where) for where, raw in read_records(path)]
     if not labels:
         raise ValueError(f"{path} holds no labels")
     return labels

@@ -9,8 +9,11 @@ say *why* nothing matched instead of fitting on nothing.
 
 from __future__ import annotations
 
+import csv
+import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 Row = Mapping[str, Any]
@@ -39,7 +42,10 @@ class RowIndex:
         self._rows: dict[tuple[str, int], list[Row]] = defaultdict(list)
         self._samples: dict[str, set[int]] = defaultdict(set)
         for row in rows:
-            instance_id, sample = str(row.get("instance_id")), int(row.get("sample") or 0)
+            instance_id, written = str(row.get("instance_id")), row.get("sample") or 0
+            if isinstance(written, bool) or not isinstance(written, int):
+                raise ValueError(f"results row {instance_id} (line {row.get('line')}): sample {written!r} is not an integer")
+            sample = written
             self._rows[(instance_id, sample)].append(row)
             self._samples[instance_id].add(sample)
 
@@ -69,6 +75,36 @@ class RowIndex:
         if rows[0].get("status") != "scored":
             return None, "error"
         return rows[0], None
+
+
+def read_records(path: Path) -> list[tuple[str, Any]]:
+    """``(where, record)`` for each record of a ``.csv`` (a dict per row) or JSON Lines file
+    (any JSON value per line), ``where`` being ``name:line``; ``ValueError`` naming the file and
+    line for text that is not UTF-8, invalid JSON, or a JSON line that is not an object."""
+    records: list[tuple[str, Any]] = []
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            if path.suffix.lower() == ".csv":
+                return [(f"{path.name}:{number}", row) for number, row in enumerate(csv.DictReader(handle), start=2)]
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    raw = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path.name}:{number}: invalid JSON ({exc.msg})") from None
+                if not isinstance(raw, dict):
+                    raise ValueError(f"{path.name}:{number}: expected an object")
+                records.append((f"{path.name}:{number}", raw))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return records
+
+
+def optional_text(raw: Mapping[str, Any], key: str) -> str | None:
+    """An optional text field of a labels or pairs record, trimmed; None when absent or blank."""
+    value = raw.get(key)
+    return None if value in (None, "") else (str(value).strip() or None)
 
 
 def parse_sample(value: Any, what: str = "sample") -> int:

@@ -15,8 +15,6 @@ refused.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -25,7 +23,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .matching import Matching, RowIndex, common_rows, parse_sample
+from .matching import Matching, RowIndex, common_rows, optional_text, parse_sample, read_records
 from .stats import cluster_bootstrap
 
 TIE_POLICIES = ("strict", "half", "epsilon")
@@ -50,20 +48,16 @@ class Pair:
 
 def load_pairs(path: str | Path) -> list[Pair]:
     path = Path(path)
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        raws = list(csv.DictReader(handle)) if path.suffix.lower() == ".csv" else [
-            json.loads(line) for line in handle if line.strip()
-        ]
     pairs = []
-    for number, raw in enumerate(raws, start=1):
-        if not isinstance(raw, dict) or any(raw.get(key) in (None, "") for key in ("instance_id", "chosen_sample", "rejected_sample")):
-            raise ValueError(f"{path.name} record {number}: needs instance_id, chosen_sample, rejected_sample")
+    for number, (where, raw) in enumerate(read_records(path), start=1):
+        if any(raw.get(key) in (None, "") for key in ("instance_id", "chosen_sample", "rejected_sample")):
+            raise ValueError(f"{path.name} record {number} ({where}): needs instance_id, chosen_sample, rejected_sample")
         try:
             pairs.append(
                 Pair(
                     str(raw["instance_id"]), parse_sample(raw["chosen_sample"], "chosen_sample"),
-                    parse_sample(raw["rejected_sample"], "rejected_sample"),
-                    raw.get("task") or None, raw.get("chosen_model") or None, raw.get("rejected_model") or None,
+                    parse_sample(raw["rejected_sample"], "rejected_sample"), optional_text(raw, "task"),
+                    optional_text(raw, "chosen_model"), optional_text(raw, "rejected_model"),
                 )  # fmt: skip
             )
         except ValueError as exc:
