@@ -213,6 +213,19 @@ def test_match_instance_still_pairs_two_single_model_runs():
     assert compare_loaded([_loaded(a), _loaded(b)], match="instance")["comparisons"][0]["matched"] == 3
 
 
+def test_a_long_task_id_wraps_and_every_number_still_shows():
+    from rich.console import Console
+
+    long = "i_format_border_with_a_rather_long_custom_suffix_v2"
+    a = [_row(long, f"x/{i}", 0.25) for i in range(3)]
+    b = [_row(long, f"x/{i}", 0.5) for i in range(3)]
+    console = Console(width=80, record=True)
+    console.print(render_compare_table(compare_loaded([_loaded(a), _loaded(b)])))
+    text = console.export_text()
+    assert all(value in text for value in ("0.250", "0.500", "+0.250", "[0.250, 0.250]", "0/0"))
+    assert long not in text and long[:20] in text  # folded onto several lines
+
+
 def test_task_ids_with_rich_markup_print_as_written(tmp_path: Path):
     task = "i_fmt[/bold][red]x"
     a = _write_run(tmp_path / "a[/b]", [_row(task, f"{task}/{i}", 0.5) for i in range(3)])

@@ -36,9 +36,9 @@ def _threshold_cell(result: Mapping[str, Any]) -> str:
 def agreement_table(metrics: Mapping[str, Any]) -> Table:
     caption = "agreement in-sample; CV: k-fold cross-validated; LOIO: leave one instruction out"
     table = Table(title="calibration", caption=caption)
-    table.add_column("task", no_wrap=True)
+    table.add_column("task", overflow="fold")  # a long task id wraps; the numbers keep their width
     for column in ("n", "threshold", "agreement", "CV", "LOIO", "disagree"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", no_wrap=True)
     for task, result in metrics["tasks"].items():
         cv = result.get("cv") or {}
         disagreements = str(len(result["disagreements"])) if "disagreements" in result else "–"
@@ -52,9 +52,9 @@ def agreement_table(metrics: Mapping[str, Any]) -> Table:
 def pairwise_table(pairwise: Mapping[str, Any]) -> Table:
     policy = describe_policy(pairwise["policy"], pairwise.get("epsilon"))
     table = Table(title="pairwise accuracy", caption=f"tie policy {policy}")
-    table.add_column("task", no_wrap=True)
+    table.add_column("task", overflow="fold")  # a long task id wraps; the numbers keep their width
     for column in ("pairs", "accuracy", "95% CI"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", no_wrap=True)
     for task, entry in pairwise["tasks"].items():
         table.add_row(escape(task), str(entry["pairs"]), _fmt(entry["accuracy"]), _fmt_ci(entry["ci95"]))
     overall = pairwise.get("overall")
