@@ -186,3 +186,18 @@ def test_an_empty_out_is_refused_rather_than_read_as_the_working_directory(tmp_p
         result = runner.invoke(app, [*command, "--out", " "])
         assert result.exit_code == EXIT_USAGE and "--out needs a folder" in result.output, (command, result.output)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.jsonl"]  # nothing written
+
+
+def test_two_lines_naming_one_generation_with_other_content_are_warned_of(tmp_path: Path):
+    save_png(tmp_path / "g.png", bordered("green"))
+    save_png(tmp_path / "r.png", bordered("red"))
+    line = {"task": "i_format_border", "instance_id": "x/0", "instance": {"color": "green"}, "parts": [{"type": "image", "path": "g.png"}]}
+    other = {**line, "parts": [{"type": "image", "path": "r.png"}]}
+    manifest = write_manifest(tmp_path / "m.jsonl", [line, line, other, {**other, "sample": 1}])
+    result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    assert "1 manifest entries name the task, instance_id, sample and model of an earlier line" in flat
+    assert "(first: line 3 (as line 1))" in flat  # the repeated line 2 is the same generation: no warning
+    run = json.loads((tmp_path / "out" / "summary.json").read_text())["run"]
+    assert run["shared_names"] == 1 and run["first_shared"] == "line 3 (as line 1)"

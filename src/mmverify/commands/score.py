@@ -240,4 +240,11 @@ def run_score_job(config: Any, quiet: bool) -> Any:
             f"{outcome.written} rows written to {outcome.results_path} "
             f"({stats.skipped_done} already done, {stats.skipped_filtered} filtered); summary: {outcome.summary_path}"
         )
+    if outcome.plan.shared_names:
+        console.print(
+            f"[yellow]warning:[/yellow] {outcome.plan.shared_names} manifest entries name the task, instance_id, sample "
+            f"and model of an earlier line but hold other content (first: {outcome.plan.first_shared}); compare and "
+            "calibrate pair rows by those fields and cannot tell them apart: give each generation its own sample",
+            highlight=False, soft_wrap=True,
+        )
     return outcome

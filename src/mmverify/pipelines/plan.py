@@ -6,7 +6,7 @@ path outside the data root) is decided here, in manifest order, so the worker on
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -62,6 +62,19 @@ class PlanStats:
     skipped_done: int = 0
     skipped_filtered: int = 0
     immediate_errors: int = 0
+    # entries naming the task, instance, sample and model of an earlier line, with other content:
+    # compare and calibrate pair rows by those fields and cannot tell such rows apart
+    shared_names: int = 0
+    first_shared: str | None = None  # "line 7 (as line 3)"
+
+    def note_name(self, entry: Any, line: int, seen: dict[tuple, tuple[int, str]]) -> None:
+        """Count ``entry`` when an earlier line of another key named the same generation."""
+        fields = entry if isinstance(entry, dict) else asdict(entry.identity)
+        name = (fields["task"], fields["instance_id"], fields["sample"], fields["model"])
+        earlier = seen.setdefault(name, (line, fields["key"]))
+        if earlier[1] != fields["key"]:
+            self.shared_names += 1
+            self.first_shared = self.first_shared or f"line {line} (as line {earlier[0]})"
 
 
 @dataclass

@@ -154,6 +154,7 @@ def _run_locked(config: ScoreConfig, progress: Any) -> ScoreOutcome:
 
     line_keys: list[tuple[int, str]] = []  # (manifest line, key) of every entry this run scores
     per_task: dict[str, int] = {}  # entries planned per task, for --limit
+    names: dict[tuple, tuple[int, str]] = {}  # (task, instance, sample, model) -> first (line, key)
 
     def planned() -> Iterator[Planned]:
         for line, text in iter_manifest_lines(config.manifest):
@@ -163,6 +164,7 @@ def _run_locked(config: ScoreConfig, progress: Any) -> ScoreOutcome:
                     planner.stats.skipped_filtered += 1
                     continue
                 per_task[task] = per_task.get(task, 0) + 1
+                planner.stats.note_name(entry, line, names)
                 key = entry["key"] if isinstance(entry, dict) else entry.key
                 line_keys.append((line, key))
                 if key in done:
