@@ -32,6 +32,7 @@ SUITE: dict[str, tuple[list[str], list[str]]] = {  # name: (full arguments, quic
     "clip_models": ([], ["--clips", "8", "--batch-size", "4", "--repeats", "1", "--check", "4"]),
     "dreamsim_batching": ([], ["--pairs", "8", "--batch-size", "4", "--repeats", "1", "--check", "4"]),
     "row_fill": ([], ["--batches", "200"]),
+    "three_way_fit": ([], ["--sizes", "250,1000", "--repeats", "1"]),
 }
 
 

@@ -128,3 +128,18 @@ def test_f1_without_a_positive_label_is_refused_not_a_middle_threshold():
     for objective in ("agreement", "balanced_accuracy", "youden"):  # defined: nothing passes
         assert fit_threshold(scores, np.zeros(21, int), ">", objective).agreement == 1.0
     assert fit_threshold(scores, np.ones(21, int), ">", "f1").agreement == 1.0  # all positive: F1 is defined
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_three_way_fit_equals_the_exhaustive_search(seed):
+    """Ties are the hard part: few distinct scores, skewed labels, and one-class data."""
+    from tests.reference.three_way_exhaustive import exhaustive_two_thresholds
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    scores = rng.choice(rng.uniform(0, 1, size=int(rng.integers(1, 8))), size=n)
+    labels = rng.choice(3, size=n, p=rng.dirichlet(np.ones(3) * (0.3 if seed % 3 == 0 else 2.0)))
+    if seed % 4 == 1:  # no middle labels: empty bands tie at several places, and the central one is picked
+        labels = 2 * rng.integers(0, 2, size=n)
+    fit = fit_two_thresholds(scores, labels)
+    assert (fit.low, fit.high, fit.agreement) == exhaustive_two_thresholds(candidate_thresholds(scores), scores, labels)

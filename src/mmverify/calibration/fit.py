@@ -136,8 +136,11 @@ class ThreeWayFit:
 def fit_two_thresholds(scores, labels) -> ThreeWayFit:
     """Ordinal labels 0 < 1 < 2: predict 0 below ``low``, 2 above ``high``, else 1.
 
-    Exhaustive over candidate pairs (low <= high); ties prefer the narrowest middle band, then the
-    central pair, so the fit is deterministic.
+    The best pair of candidates (low <= high) over all pairs; ties prefer the narrowest middle band,
+    then the central pair in (low, high) order, so the fit is deterministic.  The correct count of
+    a pair (i, j) splits into ``a[i] + b[j]`` (zeros below i minus ones below i; ones below j plus
+    twos from j), so the best count for each j is ``b[j]`` plus the running maximum of ``a``, and
+    only the optimal pairs are ever listed: linear in the candidates rather than quadratic.
     """
     scores = np.asarray(scores, dtype=np.float64)
     labels = np.asarray(labels).astype(np.int64)
@@ -146,18 +149,26 @@ def fit_two_thresholds(scores, labels) -> ThreeWayFit:
     candidates = candidate_thresholds(scores)
     below = np.searchsorted(np.sort(scores), candidates, side="left")
     order = np.argsort(scores, kind="stable")
-    cumulative = [np.concatenate([[0], np.cumsum(labels[order] == k)]) for k in range(3)]
-    c0_below = cumulative[0][below]  # label-0 items predicted 0
-    c1_below = cumulative[1][below]
-    c2_below = cumulative[2][below]
-    total2 = cumulative[2][-1]
-    # pair (i, j), i <= j: correct = zeros below i + ones between i and j + twos above j
-    correct = c0_below[:, None] + (c1_below[None, :] - c1_below[:, None]) + (total2 - c2_below[None, :])
-    valid = np.triu(np.ones_like(correct, dtype=bool))
-    correct = np.where(valid, correct, -1)
-    best_value = correct.max()
-    rows, cols = np.nonzero(correct == best_value)
-    widths = candidates[cols] - candidates[rows]
-    narrowest = np.flatnonzero(widths <= widths.min() + _TIE)
-    pick = narrowest[(len(narrowest) - 1) // 2]
-    return ThreeWayFit(float(candidates[rows[pick]]), float(candidates[cols[pick]]), float(best_value / labels.size))
+    c0, c1, c2 = (np.concatenate([[0], np.cumsum(labels[order] == k)])[below] for k in range(3))
+    a = c0 - c1
+    b = c1 + (np.count_nonzero(labels == 2) - c2)
+    best_a = np.maximum.accumulate(a)
+    best_value = int((b + best_a).max())
+    optimal_j = np.flatnonzero(b + best_a == best_value)
+    where: dict[int, np.ndarray] = {}  # a's value -> its positions, ascending
+
+    def optimal_i(j: int) -> np.ndarray:  # the i <= j completing j to an optimal pair
+        target = int(best_a[j])
+        if target not in where:
+            where[target] = np.flatnonzero(a == target)
+        positions = where[target]
+        return positions[: np.searchsorted(positions, j, side="right")]
+
+    narrowest_width = min(candidates[j] - candidates[optimal_i(j)[-1]] for j in optimal_j)
+    narrowest = sorted(
+        (int(i), int(j))
+        for j in optimal_j
+        for i in optimal_i(j)[candidates[j] - candidates[optimal_i(j)] <= narrowest_width + _TIE]
+    )
+    low, high = narrowest[(len(narrowest) - 1) // 2]
+    return ThreeWayFit(float(candidates[low]), float(candidates[high]), float(best_value / labels.size))
