@@ -16,10 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "src"), str(REPO)]
 
 from mmverify.calibration import crossval  # noqa: E402
-from mmverify.calibration.fit import _TIE, ThreeWayFit, candidate_thresholds, fit_two_thresholds  # noqa: E402
+from mmverify.calibration.fit import ThreeWayFit, candidate_thresholds, fit_two_thresholds  # noqa: E402
+from tests.reference.three_way_exhaustive import pick_from_table  # noqa: E402  (the tie rules, written once)
 
 QUADRATIC_LIMIT = 4000  # beyond this the table needs gigabytes
 
@@ -33,12 +35,7 @@ def quadratic_fit(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float,
     total2 = np.count_nonzero(labels == 2)
     correct = c0[:, None] + (c1[None, :] - c1[:, None]) + (total2 - c2[None, :])
     correct = np.where(np.triu(np.ones_like(correct, dtype=bool)), correct, -1)
-    best = correct.max()
-    rows, cols = np.nonzero(correct == best)
-    widths = candidates[cols] - candidates[rows]
-    narrowest = np.flatnonzero(widths <= widths.min() + _TIE)
-    pick = narrowest[(len(narrowest) - 1) // 2]
-    return float(candidates[rows[pick]]), float(candidates[cols[pick]]), float(best / labels.size)
+    return pick_from_table(candidates, correct, labels.size)
 
 
 def data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

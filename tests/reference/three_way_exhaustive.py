@@ -17,9 +17,14 @@ def exhaustive_two_thresholds(candidates: np.ndarray, scores: np.ndarray, labels
         for j in range(i, n):
             predicted = np.where(scores < candidates[i], 0, np.where(scores > candidates[j], 2, 1))
             correct[i, j] = int(np.count_nonzero(predicted == labels))
+    return pick_from_table(candidates, correct, labels.size)
+
+
+def pick_from_table(candidates: np.ndarray, correct: np.ndarray, count: int) -> tuple[float, float, float]:
+    """The tie rules over a table of correct counts (-1 where low > high)."""
     best = correct.max()
     rows, cols = np.nonzero(correct == best)
     widths = candidates[cols] - candidates[rows]
     narrowest = np.flatnonzero(widths <= widths.min() + TIE)
     pick = narrowest[(len(narrowest) - 1) // 2]
-    return float(candidates[rows[pick]]), float(candidates[cols[pick]]), float(best / labels.size)
+    return float(candidates[rows[pick]]), float(candidates[cols[pick]]), float(best / count)
