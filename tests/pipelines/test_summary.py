@@ -73,3 +73,19 @@ def test_the_markdown_report_counts_in_words():
 
     assert "1 generation, 1 error." in render_markdown({"n": 1, "n_error": 1, "tasks": {}})
     assert "2 generations, 0 errors." in render_markdown({"n": 2, "n_error": 0, "tasks": {}})
+
+
+def test_a_task_of_one_instruction_has_no_interval():
+    """Resampling one instruction only repeats it: a zero-width interval would claim certainty."""
+    from mmverify.calibration.stats import cluster_bootstrap
+    from mmverify.pipelines.summary import task_summary
+
+    def row(instance: str, score: float) -> dict:
+        return {"task": "i_structure", "instance_id": instance, "sample": 0, "status": "scored", "score": score, "passed": None}
+
+    one = task_summary("i_structure", [row("a", 1.0), {**row("a", 0.0), "sample": 1}], seed=0)
+    assert one["mean"] == 0.5 and one["ci95"] is None
+    two = task_summary("i_structure", [row("a", 1.0), row("b", 0.0)], seed=0)
+    assert two["ci95"] == [0.0, 1.0]
+    assert cluster_bootstrap(lambda rows: float(len(rows)), ["x", "x"]) is None
+    assert cluster_bootstrap(lambda rows: float(len(rows)), ["x", "y"]) is not None

@@ -74,10 +74,11 @@ def cluster_bootstrap(
     level: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float] | None:
-    """Percentile CI of ``statistic(row_indices)`` resampling whole clusters with replacement."""
+    """Percentile CI of ``statistic(row_indices)`` resampling whole clusters with replacement;
+    None for fewer than two clusters, whose resamples would only repeat the one."""
     labels = np.asarray([str(c) for c in clusters])
     names, inverse = np.unique(labels, return_inverse=True)
-    if names.size == 0:
+    if names.size < 2:
         return None
     members = [np.flatnonzero(inverse == i) for i in range(names.size)]
     rng = np.random.default_rng(seed)

@@ -35,12 +35,13 @@ def cluster_bootstrap_ci(
     level: float = 0.95,
     rng: np.random.Generator,
 ) -> tuple[float, float] | None:
-    """Percentile CI of the mean, resampling clusters with replacement.
+    """Percentile CI of the mean, resampling clusters with replacement; None for fewer than two
+    clusters, whose resamples would only repeat the one (a zero-width interval would claim certainty).
 
     With ``strata`` (cluster -> stratum), clusters are resampled within each stratum and the
     statistic is the mean of the stratum means (equal weight per stratum).
     """
-    if not clusters:
+    if len(clusters) < 2:
         return None
     groups: dict[str, list[str]] = defaultdict(list)
     for name in sorted(clusters):
