@@ -117,6 +117,11 @@ _FLOOR = _d(
 )
 _LETTER_TASK = (_OWN_WORDING, _STRICT_LETTER, _STRICT_UNREADABLE)
 _LIST_TASK = (_OWN_WORDING, _STRICT_LIST, _STRICT_UNREADABLE, _LIST_ITEMS)
+_RESAMPLER = _d(
+    "both",
+    "audio is resampled with scipy's polyphase filter",
+    "the published code resamples with librosa (soxr) or torchaudio; results are close, not bit-identical",
+)
 _STRICT_CLAP_PADDING = _d(
     "strict",
     "clips under 10 s are repeat-padded (the checkpoint's own `repeatpad`); clips that leave an empty "
@@ -131,7 +136,7 @@ _CLAP_CROP = _d(
     "the published feature extractor crops at random, so the same clip could score differently on reruns; "
     "rewards must be deterministic",
 )
-_CLAP = (_CLAP_CROP, _STRICT_CLAP_PADDING)
+_CLAP = (_CLAP_CROP, _STRICT_CLAP_PADDING, _RESAMPLER)
 _DREAMSIM_CLIP = _d(
     "both",
     "the DreamSim similarity (1 - distance) is clipped to [0, 1] and a negative product scores 0",
@@ -161,11 +166,6 @@ _OCR_SPACES = _d(
 
 _AUDIO_REF = "tests/verifiers/audio/test_reference_parity.py"
 _SPEECH = "tests/tasks/test_speech.py"
-_RESAMPLER = _d(
-    "both",
-    "audio is resampled with scipy's polyphase filter",
-    "the published code resamples with librosa (soxr) or torchaudio; results are close, not bit-identical",
-)
 _STRICT_LANGUAGE = _d(
     "strict",
     "Whisper detects the language and transcribes the whole clip",
@@ -354,14 +354,16 @@ ENTRIES: tuple[Parity, ...] = (
            note="no published instruction file or evaluator version with genre scoring was found; GTZAN thirds, "
                 "> 0.69 as described by the paper"),
     Parity("a_music_tempo", "eval_audio.py:AMusicAttribute.evaluate_tempo", "identical", (_AUDIO_REF, "tests/tasks/test_music.py"),
-           (_d("both", "the offline librosa-beats tracker estimates BPM from its fitted beat period",
+           (_RESAMPLER,
+            _d("both", "the offline librosa-beats tracker estimates BPM from its fitted beat period",
                "no published rule exists for that tracker; with the beats x 60 / duration formula it under-counts "
                "edge beats (a clean 120 BPM drum track read 114); within 0.5 BPM from 60 to 180 BPM now"),
             _d("strict", "every tracker's BPM comes from the fitted beat period",
                "the count formula misses by up to 10 BPM on drum tracks even with a good tracker")),
            note="beat_this: beats x 60 / silence-trimmed duration, pass if |BPM - tempo| < 5"),
     Parity("a_music_intensity", "eval_audio.py:AMusicIntensity.evaluate", "identical", (_AUDIO_REF, "tests/tasks/test_music.py"),
-           (_d("both", "flat loudness, no peaks or an empty start window fail the clip", "the published code raises"),
+           (_RESAMPLER,
+            _d("both", "flat loudness, no peaks or an empty start window fail the clip", "the published code raises"),
             _d("strict", "at least 3 regression points; clips under 2 s have no measurable trend",
                "a two-point fit has zero standard error and passes any steady fade; the published end window of a "
                "short clip is the whole clip")),

@@ -50,7 +50,8 @@ def markdown() -> str:
         "The status is the `mmmg` profile's: *identical* (the same decision on every input the published code "
         "handles without crashing, for every well-formed judge reply, proven by the evidence tests against "
         "independent references or scripted judges; the deviations listed for such tasks concern crashes, "
-        "malformed judge replies and question wording), *deviation* (a deliberate difference that can change a "
+        "rows the published code scores against another row's media, malformed judge replies, question wording "
+        "and the audio resampling filter, close but not bit-identical), *deviation* (a deliberate difference that can change a "
         "decision the published code makes), *not verifiable* (no published code to compare with).",
         "",
         "Published files and the commits read: "
