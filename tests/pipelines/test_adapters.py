@@ -19,7 +19,7 @@ import json
 import math
 import pickle
 from collections import defaultdict
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pytest
@@ -180,6 +180,12 @@ def naive_reward_manager(compute_score_fn: Any, samples: list[dict]) -> tuple[li
     return rewards, dict(reward_extra_info)
 
 
+def validation_metrics(extra: Mapping[str, list]) -> dict[str, float]:
+    """verl's validation step over the reward's extra keys: a key whose first value is a string is
+    skipped, every other is averaged with numpy (None there raises)."""
+    return {key: float(np.mean(values)) for key, values in extra.items() if not isinstance(values[0], str)}
+
+
 VERL_SAMPLES = [
     {"data_source": "i_structure", "response": "text only", "reward_model": {"ground_truth": json.dumps({"order": ["t"]})}},
     {"data_source": "i_structure", "response": "text only", "reward_model": {"ground_truth": {"order": ["it"]}}},
@@ -204,8 +210,9 @@ def test_verl_naive_manager_with_reward_kwargs(green_png):
     assert rewards[:2] == [1.0, 0.0] and rewards[2] > 0.9
     assert len({len(v) for v in extra.values()}) == 1  # every key for every sample: verl stacks them
     assert extra["valid"] == [1.0, 1.0, 1.0] and extra["error"] == ["", "", ""]
-    assert extra["passed"] == [1.0, 0.0, None]
-    assert extra["ssim"][:2] == [None, None] and extra["ssim"][2] > 0.9
+    assert extra["passed"][:2] == [1.0, 0.0] and math.isnan(extra["passed"][2])  # no threshold, no verdict
+    assert all(math.isnan(v) for v in extra["ssim"][:2]) and extra["ssim"][2] > 0.9
+    assert set(validation_metrics(extra)) == {"score", "valid", "passed", "ssim"}  # strings are skipped
     assert json.loads(extra["components"][2])["color_ok"] == 1.0
     # verl's reward loop stacks the first sample's keys across the batch
     infos = [compute_score(s["data_source"], s["response"], s["reward_model"]["ground_truth"], s.get("extra_info"), data_root=str(green_png)) for s in VERL_SAMPLES]
@@ -237,6 +244,7 @@ def test_verl_errors_raise_by_default_and_zero_on_request():
         naive_reward_manager(_load_verl_custom_fn({}), bad)
     rewards, extra = naive_reward_manager(_load_verl_custom_fn({"on_error": "zero"}), bad + VERL_SAMPLES[:1])
     assert rewards == [0.0, 1.0] and extra["valid"] == [0.0, 1.0] and extra["error"] == ["invalid_instance", ""]
+    assert validation_metrics(extra)["valid"] == 0.5  # an error row's extra keys average too
     assert compute_score("no_such_task", "x", {}, on_error="zero")["error"] == "unknown_task"
     with pytest.raises(ValueError, match="on_error"):
         compute_score("i_structure", "x", {"order": ["t"]}, on_error="none")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 from typing import Any, Mapping, Sequence
 
@@ -171,19 +172,25 @@ def _verl_item(reward: Reward, data_source: Any, solution_str: Any, ground_truth
     return reward.item(decode_json(ground_truth), parts, task=data_source, sample=sample)
 
 
+def _number(value: Any) -> float:
+    """A value verl can average: the number, or NaN for none (verl's validation metrics take the
+    mean of every key whose first value is not a string, and None cannot be averaged)."""
+    return float(value) if isinstance(value, (int, float)) else math.nan
+
+
 def _verl_result(row: Mapping[str, Any], score: float | None, component_keys: Sequence[str]) -> dict[str, Any]:
-    # verl stacks every key across the batch, so each result carries the same keys
+    # verl stacks every key across the batch, so each result carries the same keys, each one type
     scored = row["status"] == "scored"
     result: dict[str, Any] = {
         "score": score,
         "valid": 1.0 if scored else 0.0,
-        "passed": None if row["passed"] is None else float(row["passed"]),
+        "passed": _number(row["passed"]),
         "error": "" if scored else row["error"]["code"],
         "reason": row["reason"] or "",
         "components": json.dumps(row["components"], sort_keys=True),
     }
     for name in component_keys:
-        result[name] = row["components"].get(name)
+        result[name] = _number(row["components"].get(name))
     return result
 
 
