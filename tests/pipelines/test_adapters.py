@@ -122,6 +122,12 @@ def test_trl_async_variant_gives_the_same_rewards():
     sync_rewards, _ = trl_rewards(TRLReward("i_structure"), inputs, ["a", "b"])
     assert async_rewards == sync_rewards == [1.0, 0.0]
     assert async_metrics == {"structure/error_rate": [0.0]}
+    # TRL before is_async_callable asks inspect.iscoroutinefunction of the object itself, also after
+    # the reward travelled to another process
+    for candidate in (func, pickle.loads(pickle.dumps(func))):
+        assert inspect.iscoroutinefunction(candidate) and not inspect.iscoroutinefunction(TRLReward("i_structure"))
+        assert list(inspect.signature(candidate).parameters) == ["prompts", "completions", "kwargs"]
+        assert asyncio.run(candidate(prompts=["p"], completions=["a"], instance=[{"order": ["t"]}])) == [1.0]
 
 
 def test_trl_configuration_errors_are_loud():

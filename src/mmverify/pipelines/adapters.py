@@ -13,8 +13,9 @@
   (the server's ``POST /get_reward``); :func:`reward_func` is the same for OpenRLHF's
   ``--remote_rm_url reward_func.py`` mode.
 
-Error rows follow an explicit policy.  TRL skips a ``None`` reward, so its adapters default to
-"none".  verl, Flow-GRPO and OpenRLHF need a number for every sample: NaN would poison the group's
+Error rows follow an explicit policy.  TRL adds reward functions with ``nansum``, so a ``None``
+reward adds nothing (the other functions score the sample; alone, it counts as 0): its adapters
+default to "none" and log the error rate.  verl, Flow-GRPO and OpenRLHF need a number for every sample: NaN would poison the group's
 advantage and 0 would count a scorer failure as a failed generation, so they default to "raise" and
 accept "zero" (with the error reported beside the score) or "nan" as explicit choices.
 
@@ -24,6 +25,7 @@ How a sample becomes an item, the same for every adapter: :mod:`.adapter_items`.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import math
 import threading
@@ -125,9 +127,39 @@ class TRLReward:
         return self.score(prompts, completions, **kwargs)
 
 
+async def _trl_reward_signature(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+    """The signature an :class:`AsyncTRLReward` shows (its code is what marks it as a coroutine)."""
+    raise NotImplementedError  # never called: AsyncTRLReward.__call__ runs instead
+
+
+_FUNCTION_LIKE = ("__code__", "__defaults__", "__kwdefaults__", "__signature__")
+
+
 class AsyncTRLReward(TRLReward):
     """The same reward as a coroutine (TRL gathers async reward functions concurrently); scoring
-    runs in a worker thread so the trainer's event loop stays free."""
+    runs in a worker thread so the trainer's event loop stays free.
+
+    TRL releases before its ``is_async_callable`` tell coroutines with ``inspect.iscoroutinefunction``,
+    which takes an object for a function only when it carries a function's code and signature
+    attributes: each instance carries those of a coroutine with TRL's signature, so every release
+    awaits it (they are set again after unpickling, as code objects do not pickle)."""
+
+    def __init__(self, task: str | Sequence[str] | None = None, **options: Any) -> None:
+        super().__init__(task, **options)
+        self._look_like_a_coroutine()
+
+    def _look_like_a_coroutine(self) -> None:
+        self.__code__ = _trl_reward_signature.__code__
+        self.__defaults__ = _trl_reward_signature.__defaults__
+        self.__kwdefaults__ = _trl_reward_signature.__kwdefaults__
+        self.__signature__ = inspect.signature(_trl_reward_signature)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {key: value for key, value in self.__dict__.items() if key not in _FUNCTION_LIKE}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._look_like_a_coroutine()
 
     async def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:  # type: ignore[override]
         return await asyncio.to_thread(self.score, prompts, completions, **kwargs)
