@@ -339,6 +339,24 @@ def test_openrlhf_body_and_reply():
             openrlhf_items(broken)  # type: ignore[arg-type]
 
 
+def test_openrlhf_queries_decoded_with_special_tokens_keep_only_the_response():
+    """OpenRLHF decodes prompt + response with special tokens: left padding before the prompt and
+    the stop token after the response are not the model's text."""
+    from mmverify.pipelines.adapters import response_text
+
+    prompt = "<|im_start|>user\nDraw.<|im_end|>\n<|im_start|>assistant\n"
+    assert response_text("<|endoftext|>" * 3 + prompt + "Here it is.<|im_end|>", prompt) == "Here it is."
+    assert response_text(prompt + "line one\n<|im_end|>\n<|endoftext|>", prompt) == "line one\n"
+    assert response_text(prompt + "no stop token", prompt) == "no stop token"
+    assert response_text("plain </s> inside</s>", None) == "plain </s> inside"
+    label = json.dumps({"task": "i_structure", "instance": {"order": ["i"]}, "parts": [{"type": "image", "data": _png_b64(GREEN)}, {"type": "response"}]})
+    reply = openrlhf_response(Reward().rows(openrlhf_items({"query": [prompt + "<|im_end|>"], "prompts": [prompt], "labels": [label]})))
+    assert reply["rewards"] == [1.0]  # an image-only answer: the stop token is no text
+    cut = openrlhf_items({"query": [prompt[:10] + "answer"], "prompts": [prompt], "labels": [label]})
+    (row,) = Reward().rows(cut)
+    assert row["error"]["code"] == "malformed_line" and "does not contain its prompt" in row["error"]["message"]
+
+
 def test_openrlhf_local_reward_func_returns_tensors():
     torch = pytest.importorskip("torch")
     out = reward_func(["p: text"], ["p: "], [json.dumps({"task": "i_structure", "instance": {"order": ["t"]}})])

@@ -94,3 +94,12 @@ def test_one_nesting_limit_whatever_the_body_size(serve, pad):
     status, reply = post(server.port, "/get_reward", reward_body(labels, pad))
     assert status == 200 and [r["status"] for r in reply["results"]] == ["scored", "error", "error"]
     assert {r["error"]["code"] for r in reply["results"][1:]} == {"malformed_line"}
+
+
+def test_get_reward_takes_no_null_rewards():
+    """OpenRLHF turns the rewards into a tensor: a null among them fails its training step."""
+    from mmverify.pipelines.server_limits import ServerConfig
+
+    with pytest.raises(ValueError, match="raise or zero"):
+        ServerConfig(on_error="none")
+    assert ServerConfig(on_error="zero").on_error == "zero"

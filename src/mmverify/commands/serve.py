@@ -27,7 +27,7 @@ def serve_command(
     max_items: int = typer.Option(256, min=1, help="Requests with more items get 413."),
     batch_wait_ms: float = typer.Option(2.0, min=0.0, help="How long the micro-batcher collects concurrent requests."),
     max_batch: int = typer.Option(64, min=1, help="Most items scored as one batch."),
-    on_error: str = typer.Option("raise", help="/get_reward for items that cannot be scored: raise (HTTP 500), zero, or none (null)."),
+    on_error: str = typer.Option("raise", help="/get_reward for items that cannot be scored: raise (HTTP 500) or zero (OpenRLHF needs a number)."),
     offline: bool = options.OFFLINE,
     model: list[str] = options.MODEL,
     references: list[str] = options.REFERENCES,

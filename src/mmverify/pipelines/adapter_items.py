@@ -8,10 +8,10 @@ so it costs its own row and never the batch.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from ..core.errors import ErrorCode
-from .reward_batch import Item, Refused
+from .reward_batch import ERROR_POLICIES, Item, Refused
 from .reward_json import JsonBudget, TooManyValues, describe_exception, loads_json
 
 RESPONSE_PLACEHOLDER = "response"  # {"type": "response"} in a parts list stands for the generated text
@@ -64,3 +64,10 @@ def with_response(parts: Any, text: Any) -> list[Any]:
         {"type": "text", "text": text} if isinstance(p, Mapping) and p.get("type") == RESPONSE_PLACEHOLDER else p
         for p in parts
     ]
+
+
+def check_policy(on_error: str, allowed: Sequence[str] = ERROR_POLICIES) -> str:
+    """``on_error`` when it is one of ``allowed`` (an adapter's error policies), else ValueError."""
+    if on_error not in allowed:
+        raise ValueError(f"on_error must be one of {', '.join(allowed)}, got {on_error!r}")
+    return on_error

@@ -8,16 +8,17 @@
   :func:`compute_score_batch` for verl's batch reward manager.
 * Flow-GRPO / DDPO-style image RL: :class:`FlowGRPOReward` ``(images, prompts, metadata) ->
   (scores, info)``.
-* OpenRLHF remote reward: :func:`openrlhf_items` / :func:`openrlhf_response` turn the body
-  ``{"query", "prompts", "labels"}`` into items and the reply ``{"rewards", "scores", "extra_logs"}``
-  (the server's ``POST /get_reward``); :func:`reward_func` is the same for OpenRLHF's
-  ``--remote_rm_url reward_func.py`` mode.
+* OpenRLHF remote reward: :func:`openrlhf_items` / :func:`openrlhf_response` (from
+  :mod:`.openrlhf`) turn the body ``{"query", "prompts", "labels"}`` into items and the reply
+  ``{"rewards", "scores", "extra_logs"}`` (the server's ``POST /get_reward``); :func:`reward_func`
+  is the same for OpenRLHF's ``--remote_rm_url reward_func.py`` mode.
 
 Error rows follow an explicit policy.  TRL adds reward functions with ``nansum``, so a ``None``
 reward adds nothing (the other functions score the sample; alone, it counts as 0): its adapters
-default to "none" and log the error rate.  verl, Flow-GRPO and OpenRLHF need a number for every sample: NaN would poison the group's
-advantage and 0 would count a scorer failure as a failed generation, so they default to "raise" and
-accept "zero" (with the error reported beside the score) or "nan" as explicit choices.
+default to "none" and log the error rate.  verl, Flow-GRPO and OpenRLHF need a number for every
+sample: NaN would poison the group's advantage and 0 would count a scorer failure as a failed
+generation, so they default to "raise" and accept "zero" (with the error reported beside the score)
+or, except OpenRLHF, "nan" as explicit choices.
 
 How a sample becomes an item, the same for every adapter: :mod:`.adapter_items`.
 """
@@ -34,16 +35,16 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..core.errors import ErrorCode
-from .adapter_items import decode_json, guarded_item, with_response
+from .adapter_items import check_policy, decode_json, guarded_item, with_response
+from .openrlhf import END_TOKENS, openrlhf_items, openrlhf_response, response_text, strip_end_tokens
 from .reward import Reward, image_part
-from .reward_batch import ERROR_POLICIES, Item, Refused, scores_from_rows
-from .reward_json import JsonBudget
+from .reward_batch import Item, Refused, scores_from_rows
 
-
-def _check_policy(on_error: str, allowed: Sequence[str] = ERROR_POLICIES) -> str:
-    if on_error not in allowed:
-        raise ValueError(f"on_error must be one of {', '.join(allowed)}, got {on_error!r}")
-    return on_error
+__all__ = [
+    "END_TOKENS", "AsyncTRLReward", "FlowGRPOReward", "TRLReward", "completion_parts", "compute_score",
+    "compute_score_batch", "openrlhf_items", "openrlhf_response", "response_text", "reward_func", "split_images",
+    "strip_end_tokens",
+]  # fmt: skip
 
 
 # -- TRL -------------------------------------------------------------------------------------------
@@ -93,7 +94,7 @@ class TRLReward:
         self.reward = reward if reward is not None else Reward(task, **reward_options)
         self.instance_column = instance_column
         self.task_column = task_column
-        self.on_error = _check_policy(on_error)
+        self.on_error = check_policy(on_error)
         self.__name__ = name  # TRL names reward functions (logs, metrics) by __name__
 
     def _items(self, prompts: Sequence[Any], completions: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Item]:
@@ -186,7 +187,7 @@ def _shared_reward(options: Mapping[str, Any]) -> Reward:
 def _verl_options(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], str, tuple[str, ...]]:
     # verl also passes keywords of its own (reward_router_address, sandbox_fusion_url, ...): ignored
     options = {k: kwargs[k] for k in _VERL_OPTIONS if k in kwargs and kwargs[k] is not None}
-    on_error = _check_policy(options.pop("on_error", "raise"), ("raise", "zero", "nan"))
+    on_error = check_policy(options.pop("on_error", "raise"), ("raise", "zero", "nan"))
     keys = tuple(options.pop("component_keys", ()) or ())
     clash = sorted(set(keys) & set(_VERL_FIXED_KEYS))
     if clash:
@@ -298,7 +299,7 @@ class FlowGRPOReward:
         self.instance_key = instance_key
         self.task_key = task_key
         self.channels_first = {"auto": None, "NCHW": True, "NHWC": False}[layout]
-        self.on_error = _check_policy(on_error, ("raise", "zero", "nan"))
+        self.on_error = check_policy(on_error, ("raise", "zero", "nan"))
         self.__name__ = "mmverify"
 
     def _annotation(self, entry: Any) -> tuple[Any, str | None]:
@@ -333,64 +334,7 @@ class FlowGRPOReward:
         return np.asarray(scores, dtype=np.float64), info
 
 
-# -- OpenRLHF --------------------------------------------------------------------------------------
-
-
-def _label_item(label: Any, query: Any, prompt: Any, budget: JsonBudget | None) -> Item:
-    text = query if isinstance(query, str) else str(query)
-    if isinstance(prompt, str) and prompt and text.startswith(prompt):
-        text = text[len(prompt):]  # OpenRLHF sends prompt + response as the query
-    decoded = decode_json(label, budget)
-    if not isinstance(decoded, Mapping):
-        return Refused(ErrorCode.MALFORMED_LINE, 'each label must be a JSON object {"task": ..., "instance": {...}}', label)
-    item = {key: decoded[key] for key in ("task", "instance", "instance_id", "sample", "model") if key in decoded}
-    if "instance" in item:
-        item["instance"] = decode_json(item["instance"], budget)
-    item["parts"] = with_response(decoded.get("parts"), text)
-    return item
-
-
-def openrlhf_items(body: Mapping[str, Any], budget: JsonBudget | None = None) -> list[Item]:
-    """Items for an OpenRLHF body ``{"query": [...], "prompts": [...], "labels": [...]}``.
-
-    ``query[i]`` is prompt + response (the prompt prefix, when ``prompts[i]`` is given and matches,
-    is cut off); ``labels[i]`` is a JSON string (or object) ``{"task": ..., "instance": {...}}``
-    with optional ``parts`` (media the rollout produced, by path or base64; ``{"type":
-    "response"}`` marks where the response text goes -- without ``parts`` the response is the text).
-    Raises ``ValueError`` for a body of the wrong shape.  ``budget`` (the server's) bounds the JSON
-    the labels' strings decode to, as the body's own (TooManyValues past it).
-    """
-    if not isinstance(body, Mapping):
-        raise ValueError("the body must be a JSON object")
-    queries = body.get("query")
-    if isinstance(queries, str):
-        queries = [queries]
-    if not isinstance(queries, list):
-        raise ValueError("'query' must be a list of strings")
-    labels = body.get("labels")
-    if labels is None:
-        raise ValueError("'labels' is required: each label names the task and the instance annotation")
-    if not isinstance(labels, list) or len(labels) != len(queries):
-        raise ValueError(f"'labels' must be a list as long as 'query' ({len(queries)})")
-    prompts = body.get("prompts")
-    if prompts is None:
-        prompts = [None] * len(queries)
-    if not isinstance(prompts, list) or len(prompts) != len(queries):
-        raise ValueError(f"'prompts' must be a list as long as 'query' ({len(queries)})")
-    return [guarded_item(None, _label_item, label, query, prompt, budget) for query, prompt, label in zip(queries, prompts, labels)]
-
-
-def openrlhf_response(rows: Sequence[Mapping[str, Any]], on_error: str = "raise") -> dict[str, Any]:
-    """The reply body: ``rewards`` and ``scores`` (both the scores in [0, 1]), ``extra_logs``
-    (per-sample ``mmverify_valid``), and ``results`` (the full rows).  Raises
-    :class:`~mmverify.pipelines.reward.RewardError` under "raise" when any item errored."""
-    scores = scores_from_rows(rows, _check_policy(on_error, ("raise", "zero", "none")))
-    return {
-        "rewards": scores,
-        "scores": scores,
-        "extra_logs": {"mmverify_valid": [1.0 if r["status"] == "scored" else 0.0 for r in rows]},
-        "results": [dict(r) for r in rows],
-    }
+# -- OpenRLHF ------------------------------------------------------------------------------------
 
 
 def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any], **kwargs: Any) -> dict[str, Any]:

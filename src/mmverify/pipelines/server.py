@@ -47,7 +47,7 @@ import contextlib
 from typing import Any, AsyncIterator, Awaitable
 
 from .. import __version__
-from .adapters import openrlhf_items, openrlhf_response
+from .openrlhf import openrlhf_items, openrlhf_response
 from .reward import Reward
 from .reward_batch import Item, RewardError
 from .reward_json import JsonBudget, describe_exception

@@ -49,8 +49,8 @@ class ServerConfig:
             raise ValueError("request_timeout must be positive and batch_wait_ms non-negative")
         if min(self.header_timeout, self.body_timeout, self.keep_alive_timeout) <= 0 or self.shutdown_timeout < 0:
             raise ValueError("timeouts must be positive")
-        if self.on_error not in ("raise", "zero", "none"):
-            raise ValueError("on_error must be raise, zero or none")
+        if self.on_error not in ("raise", "zero"):
+            raise ValueError("on_error must be raise or zero (OpenRLHF needs a number for every sample)")
 
 
 # Replies sent before the body was read to its end: for a client that stalls, the connection
