@@ -261,7 +261,11 @@ def test_mean_of_sources_tasks_weight_each_source_equally():
     b = [_row(task, f"i_ocr_chinese/{i}", 0.3) for i in range(3)] + [_row(task, "i_ocr_german/0", 0.9)]
     entry = compare_loaded([_loaded(a), _loaded(b)])["comparisons"][0]["tasks"][task]
     assert entry["delta"] == pytest.approx((0.3 + 0.9) / 2)  # not the pooled (0.9 + 0.9) / 4
-    assert entry["ci95"] == pytest.approx([0.6, 0.6])  # German has one instruction, Chinese is constant
+    assert entry["ci95"] is None and entry["significant"] is False  # German has one instruction: no spread to resample
+    a.append(_row(task, "i_ocr_german/1", 0.0))
+    b.append(_row(task, "i_ocr_german/1", 0.5))
+    entry = compare_loaded([_loaded(a), _loaded(b)])["comparisons"][0]["tasks"][task]
+    assert entry["ci95"] == pytest.approx([(0.3 + 0.5) / 2, (0.3 + 0.9) / 2])  # Chinese constant, German 0.5..0.9
 
 
 def test_three_runs_compare_with_the_first_and_the_result_is_deterministic_json(tmp_path: Path):

@@ -46,7 +46,10 @@ def test_mean_of_sources_weights_each_source_equally():
     rows.append(_row("i_ocr_multi_lingual", "i_ocr_german/0", 0.0))
     entry = summarize(rows)["tasks"]["i_ocr_multi_lingual"]
     assert entry["mean"] == pytest.approx(0.5)  # (mean 1.0 + mean 0.0) / 2, not 0.9
-    assert entry["ci95"] == pytest.approx([0.5, 0.5])
+    assert entry["ci95"] is None  # German has one instruction: resampling it only repeats it
+    rows.append(_row("i_ocr_multi_lingual", "i_ocr_german/1", 1.0))
+    entry = summarize(rows)["tasks"]["i_ocr_multi_lingual"]
+    assert entry["ci95"] == pytest.approx([0.5, 1.0])  # Chinese constant at 1, German's mean 0 .. 1
 
 
 def test_groups_overall_errors_and_determinism():
@@ -87,5 +90,7 @@ def test_a_task_of_one_instruction_has_no_interval():
     assert one["mean"] == 0.5 and one["ci95"] is None
     two = task_summary("i_structure", [row("a", 1.0), row("b", 0.0)], seed=0)
     assert two["ci95"] == [0.0, 1.0]
+    sources = [row("i_ocr_chinese/0", 1.0), row("i_ocr_chinese/1", 0.0), row("i_ocr_german/0", 0.5)]
+    assert task_summary("i_ocr_multi_lingual", [{**r, "task": "i_ocr_multi_lingual"} for r in sources], seed=0)["ci95"] is None
     assert cluster_bootstrap(lambda rows: float(len(rows)), ["x", "x"]) is None
     assert cluster_bootstrap(lambda rows: float(len(rows)), ["x", "y"]) is not None

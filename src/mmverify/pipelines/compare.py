@@ -43,7 +43,7 @@ from .summary import BOOTSTRAP_RESAMPLES
 COMPARE_SCHEMA = 1
 MATCH_MODES: tuple[str, ...] = ("auto", "instance", "model")
 LEVEL = 0.95
-MIN_INSTRUCTIONS = 2  # paired instructions a task needs for an interval (and a place in the overall)
+MIN_INSTRUCTIONS = 2  # paired instructions a task (each source of it) needs for an interval and the overall
 EXAMPLES = 5  # unmatched generations named per side
 
 Key = tuple[Any, ...]
@@ -172,8 +172,8 @@ def _task_entry(task: str, pairs: Sequence[_Pair], only_a: int, only_b: int, see
         mean_b=point_mean(_clusters(used, lambda p: p.b), strata),  # type: ignore[arg-type,return-value]
         delta=point_mean(differences, strata),
     )
-    if len(differences) < MIN_INSTRUCTIONS:  # resampling one instruction only repeats it: no interval
-        return entry, None
+    if min(len(names) for names in _by_stratum(differences, strata).values()) < MIN_INSTRUCTIONS:
+        return entry, None  # resampling one instruction (of a task or of a source) only repeats it
     replicates = bootstrap_means(differences, strata, _task_rng(seed, task))
     ci = percentile_interval(replicates)
     entry.update(ci95=ci, significant=_excludes_zero(ci))

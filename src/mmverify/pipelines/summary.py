@@ -35,17 +35,18 @@ def cluster_bootstrap_ci(
     level: float = 0.95,
     rng: np.random.Generator,
 ) -> tuple[float, float] | None:
-    """Percentile CI of the mean, resampling clusters with replacement; None for fewer than two
-    clusters, whose resamples would only repeat the one (a zero-width interval would claim certainty).
+    """Percentile CI of the mean, resampling clusters with replacement.
 
     With ``strata`` (cluster -> stratum), clusters are resampled within each stratum and the
-    statistic is the mean of the stratum means (equal weight per stratum).
+    statistic is the mean of the stratum means (equal weight per stratum).  None unless every
+    stratum (or, without strata, the whole) has two clusters: resampling one only repeats it, and
+    a zero-width interval would claim certainty.
     """
-    if len(clusters) < 2:
-        return None
     groups: dict[str, list[str]] = defaultdict(list)
     for name in sorted(clusters):
         groups[strata[name] if strata else ""].append(name)
+    if not groups or min(len(names) for names in groups.values()) < 2:
+        return None
     stratum_stats = []
     for stratum in sorted(groups):
         names = groups[stratum]
