@@ -201,3 +201,7 @@ def test_two_lines_naming_one_generation_with_other_content_are_warned_of(tmp_pa
     assert "(first: line 3 (as line 1))" in flat  # the repeated line 2 is the same generation: no warning
     run = json.loads((tmp_path / "out" / "summary.json").read_text())["run"]
     assert run["shared_names"] == 1 and run["first_shared"] == "line 3 (as line 1)"
+    # refused lines name no generation: two unreadable lines, or one unknown task twice, warn of nothing
+    refused = write_manifest(tmp_path / "r.jsonl", ["not json", "{oops", {**line, "task": "no_such"}, {**line, "task": "no_such"}])
+    result = runner.invoke(app, ["score", str(refused), "--out", str(tmp_path / "out2")])
+    assert result.exit_code == 0 and "manifest entries name" not in result.output

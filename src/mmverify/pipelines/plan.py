@@ -6,7 +6,7 @@ path outside the data root) is decided here, in manifest order, so the worker on
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -68,11 +68,12 @@ class PlanStats:
     first_shared: str | None = None  # "line 7 (as line 3)"
 
     def note_name(self, entry: Any, line: int, seen: dict[tuple, tuple[int, str]]) -> None:
-        """Count ``entry`` when an earlier line of another key named the same generation."""
-        fields = entry if isinstance(entry, dict) else asdict(entry.identity)
-        name = (fields["task"], fields["instance_id"], fields["sample"], fields["model"])
-        earlier = seen.setdefault(name, (line, fields["key"]))
-        if earlier[1] != fields["key"]:
+        """Count ``entry`` when an earlier line of another key named the same generation.  Only
+        entries to be scored count: a refused line's key names the line, not its content."""
+        if isinstance(entry, dict):
+            return
+        earlier = seen.setdefault((entry.task, entry.instance_id, entry.sample, entry.model), (line, entry.key))
+        if earlier[1] != entry.key:
             self.shared_names += 1
             self.first_shared = self.first_shared or f"line {line} (as line {earlier[0]})"
 
