@@ -141,5 +141,23 @@ def test_the_three_way_fit_equals_the_exhaustive_search(seed):
     labels = rng.choice(3, size=n, p=rng.dirichlet(np.ones(3) * (0.3 if seed % 3 == 0 else 2.0)))
     if seed % 4 == 1:  # no middle labels: empty bands tie at several places, and the central one is picked
         labels = 2 * rng.integers(0, 2, size=n)
+    if seed % 5 == 2:  # scores closer than the width tolerance: several bands count as equally narrow
+        scores = rng.integers(0, 6, size=n) * 1e-13
     fit = fit_two_thresholds(scores, labels)
     assert (fit.low, fit.high, fit.agreement) == exhaustive_two_thresholds(candidate_thresholds(scores), scores, labels)
+
+
+def test_the_three_way_fit_equals_the_exhaustive_search_on_every_small_input():
+    """Every score pattern over three values and every labelling, up to three items."""
+    import itertools
+
+    from tests.reference.three_way_exhaustive import exhaustive_two_thresholds
+
+    for n in (1, 2, 3):
+        for pattern in itertools.product((0.0, 0.5, 1.0), repeat=n):
+            scores = np.array(pattern)
+            candidates = candidate_thresholds(scores)
+            for labelling in itertools.product((0, 1, 2), repeat=n):
+                labels = np.array(labelling)
+                fit = fit_two_thresholds(scores, labels)
+                assert (fit.low, fit.high, fit.agreement) == exhaustive_two_thresholds(candidates, scores, labels), (pattern, labelling)

@@ -140,7 +140,8 @@ def fit_two_thresholds(scores, labels) -> ThreeWayFit:
     then the central pair in (low, high) order, so the fit is deterministic.  The correct count of
     a pair (i, j) splits into ``a[i] + b[j]`` (zeros below i minus ones below i; ones below j plus
     twos from j), so the best count for each j is ``b[j]`` plus the running maximum of ``a``, and
-    only the optimal pairs are ever listed: linear in the candidates rather than quadratic.
+    only optimal pairs are ever listed: time grows with the candidates plus the optimal pairs (all
+    pairs only where every pair is optimal), not with every pair as an exhaustive table would.
     """
     scores = np.asarray(scores, dtype=np.float64)
     labels = np.asarray(labels).astype(np.int64)
@@ -164,11 +165,10 @@ def fit_two_thresholds(scores, labels) -> ThreeWayFit:
         positions = where[target]
         return positions[: np.searchsorted(positions, j, side="right")]
 
-    narrowest_width = min(candidates[j] - candidates[optimal_i(j)[-1]] for j in optimal_j)
+    completions = {int(j): optimal_i(j) for j in optimal_j}
+    narrowest_width = min(candidates[j] - candidates[i[-1]] for j, i in completions.items())
     narrowest = sorted(
-        (int(i), int(j))
-        for j in optimal_j
-        for i in optimal_i(j)[candidates[j] - candidates[optimal_i(j)] <= narrowest_width + _TIE]
+        (int(i), j) for j, lows in completions.items() for i in lows[candidates[j] - candidates[lows] <= narrowest_width + _TIE]
     )
     low, high = narrowest[(len(narrowest) - 1) // 2]
     return ThreeWayFit(float(candidates[low]), float(candidates[high]), float(best_value / labels.size))
