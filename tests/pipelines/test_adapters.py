@@ -352,9 +352,11 @@ def test_openrlhf_queries_decoded_with_special_tokens_keep_only_the_response():
     label = json.dumps({"task": "i_structure", "instance": {"order": ["i"]}, "parts": [{"type": "image", "data": _png_b64(GREEN)}, {"type": "response"}]})
     reply = openrlhf_response(Reward().rows(openrlhf_items({"query": [prompt + "<|im_end|>"], "prompts": [prompt], "labels": [label]})))
     assert reply["rewards"] == [1.0]  # an image-only answer: the stop token is no text
-    cut = openrlhf_items({"query": [prompt[:10] + "answer"], "prompts": [prompt], "labels": [label]})
-    (row,) = Reward().rows(cut)
-    assert row["error"]["code"] == "malformed_line" and "does not contain its prompt" in row["error"]["message"]
+    assert response_text("<pad> [PAD] " + prompt + "answer", prompt) == "answer"
+    cut = openrlhf_items({"query": [prompt[:10] + "answer " + prompt + "quoted"], "prompts": [prompt], "labels": [label]})
+    (row,) = Reward().rows(cut)  # cut short, the prompt only quoted later: not a response to score from there
+    assert row["error"]["code"] == "malformed_line" and "does not start with its prompt" in row["error"]["message"]
+    assert response_text("answer </s>\n", None) == "answer " and response_text("answer\t", None) == "answer\t"
 
 
 def test_openrlhf_local_reward_func_returns_tensors():

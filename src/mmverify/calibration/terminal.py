@@ -36,7 +36,7 @@ def _threshold_cell(result: Mapping[str, Any]) -> str:
 def agreement_table(metrics: Mapping[str, Any]) -> Table:
     caption = "agreement in-sample; CV: k-fold cross-validated; LOIO: leave one instruction out"
     table = Table(title="calibration", caption=caption)
-    table.add_column("task", overflow="fold")  # a long task id wraps; the numbers keep their width
+    table.add_column("task", overflow="fold", min_width=12)  # a long task id wraps; the numbers keep their width
     for column in ("n", "threshold", "agreement", "CV", "LOIO", "disagree"):
         table.add_column(column, justify="right", no_wrap=True)
     for task, result in metrics["tasks"].items():
@@ -52,7 +52,7 @@ def agreement_table(metrics: Mapping[str, Any]) -> Table:
 def pairwise_table(pairwise: Mapping[str, Any]) -> Table:
     policy = describe_policy(pairwise["policy"], pairwise.get("epsilon"))
     table = Table(title="pairwise accuracy", caption=f"tie policy {policy}")
-    table.add_column("task", overflow="fold")  # a long task id wraps; the numbers keep their width
+    table.add_column("task", overflow="fold", min_width=12)  # a long task id wraps; the numbers keep their width
     for column in ("pairs", "accuracy", "95% CI"):
         table.add_column(column, justify="right", no_wrap=True)
     for task, entry in pairwise["tasks"].items():

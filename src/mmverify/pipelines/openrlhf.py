@@ -4,6 +4,7 @@ and the rows as the reply ``{"rewards", "scores", "extra_logs"}`` (the server's 
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping, Sequence
 
 from ..core.errors import ErrorCode
@@ -18,7 +19,8 @@ END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "<end_of_t
 
 
 def strip_end_tokens(text: str) -> str:
-    """``text`` without the :data:`END_TOKENS` (and the blanks around them) that end it."""
+    """``text`` without the :data:`END_TOKENS` that end it and the blanks after each; the response's
+    own trailing blanks, before the first of them, stay."""
     current = text
     while True:
         trimmed = current.rstrip()
@@ -28,18 +30,23 @@ def strip_end_tokens(text: str) -> str:
         current = trimmed[: -len(token)]
 
 
+# What may precede the prompt in a query: padding, decoded as special tokens (``<|endoftext|>``,
+# ``<pad>``, ``[PAD]`` ...) and blanks.
+_PADDING = re.compile(r"(?:\s|<[^<>\s]{1,64}>|\[[A-Z_]{1,16}\])*")
+
+
 def response_text(query: Any, prompt: Any) -> str:
     """The response in an OpenRLHF query (prompt + response, decoded with special tokens): what
-    follows the prompt -- padding before it included -- without the end tokens after it.  A query
-    that does not contain its prompt (cut at the prompt length, or a tokenizer that does not decode
-    it back) is refused rather than scored prompt and all."""
+    follows the prompt, after any padding, without the end tokens after it.  A query that does not
+    start with its prompt (one cut at the prompt length, or a tokenizer that does not decode it
+    back) is refused rather than scored prompt and all, or from a quote of the prompt on."""
     if not isinstance(query, str):
         raise ValueError(f"each query must be a string, got {type(query).__name__}")
     text = query
     if isinstance(prompt, str) and prompt:
-        start = text.find(prompt)
-        if start < 0:
-            raise ValueError("the query does not contain its prompt, so the response cannot be told apart")
+        start = text.find(prompt)  # the first place: a quote of the prompt comes after the prompt
+        if start < 0 or _PADDING.fullmatch(text, 0, start) is None:
+            raise ValueError("the query does not start with its prompt, so the response cannot be told apart")
         text = text[start + len(prompt) :]
     return strip_end_tokens(text)
 

@@ -60,7 +60,7 @@ def render_compare_table(result: Mapping[str, Any]) -> Any:
         "errors, unpaired: rows of A / of the other run; overall = macro mean over the tasks with an interval (two or more paired instructions)"
     )
     table = Table(title=f"score differences ({runs})", caption=caption, box=box.SIMPLE_HEAD, padding=0, pad_edge=False)
-    table.add_column("task", overflow="fold")  # a long task id wraps; the numbers keep their width
+    table.add_column("task", overflow="fold", min_width=12)  # a long task id wraps; the numbers keep their width
     for column in ("n", "mean A", "mean B" if not several else "mean run", "Δ", "95% CI", "errors", "unpaired"):
         table.add_column(column, justify="right", no_wrap=True)
     for comparison in comparisons:
