@@ -6,7 +6,9 @@ import atexit
 import json
 import os
 import shutil
+import struct
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +103,16 @@ def save_png(path: Path, array: np.ndarray) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(array).save(path)
     return path
+
+
+def raw_png(width: int, height: int, bit_depth: int, color_type: int, pixel_rows: bytes) -> bytes:
+    """A PNG written chunk by chunk, for what Pillow will not write (16-bit colour, a header whose
+    size the pixels do not back); ``pixel_rows`` are the scanlines, each led by its filter byte."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, bit_depth, color_type, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(pixel_rows)) + chunk(b"IEND", b"")
 
 
 def write_manifest(path: Path, lines: list[Any]) -> Path:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import io
-import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +11,7 @@ import soundfile as sf
 from PIL import Image
 
 from mmverify.core.media import MediaError, MediaLimits, MediaReason, load_audio, load_image, resample
+from tests.conftest import raw_png
 
 
 def _png_bytes(image: Image.Image, fmt: str = "PNG", **kwargs) -> bytes:
@@ -66,11 +65,7 @@ def test_bad_images_raise_typed_errors(payload, reason):
 
 def _png_header_only(width: int, height: int) -> bytes:
     """A PNG whose header claims huge dimensions (a decompression bomb never decoded)."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b"")
+    return raw_png(width, height, 8, 2, b"\x00" * 16)
 
 
 def test_huge_dimension_header_is_refused_before_decoding():

@@ -28,7 +28,7 @@ from mmverify.pipelines.reward import (
     to_uint8_image,
     wav_bytes,
 )
-from tests.conftest import save_png
+from tests.conftest import raw_png, save_png
 from tests.pipelines.conftest import bordered
 
 
@@ -208,16 +208,8 @@ def test_a_16_bit_array_reads_like_the_16_bit_png_of_it(tmp_path: Path):
 
 def png16_rgb(array: np.ndarray) -> bytes:
     """A 16-bit RGB PNG of ``array`` (Pillow writes none)."""
-    import struct
-    import zlib
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
     height, width, _ = array.shape
-    rows = b"".join(b"\x00" + array[y].astype(">u2").tobytes() for y in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 16, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    return raw_png(width, height, 16, 2, b"".join(b"\x00" + array[y].astype(">u2").tobytes() for y in range(height)))
 
 
 def test_unusual_parts():

@@ -9,7 +9,6 @@ import io
 import json
 import os
 import struct
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -18,7 +17,7 @@ import numpy as np
 import soundfile as sf
 from PIL import Image
 
-from tests.conftest import scene
+from tests.conftest import raw_png, scene
 
 GREEN = (0, 128, 0)
 BORDER = {"color": "green"}
@@ -53,11 +52,7 @@ def _audio_line(name: str) -> dict:
 
 
 def _png_header(width: int, height: int) -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b"")
+    return raw_png(width, height, 8, 2, b"\x00" * 64)
 
 
 def _wav_claiming(seconds: float, rate: int = 8000) -> bytes:
