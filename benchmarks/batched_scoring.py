@@ -254,7 +254,11 @@ def main() -> None:
     parser.add_argument("--baseline-items", type=int, default=0, help="time before and one by one on the first N items only (0: all)")
     parser.add_argument("--workers", type=int, default=0, help="also score with `mmverify score --workers N` (0: skip)")
     parser.add_argument("--workers-only", action="store_true", help="with --workers: only the `mmverify score` rows")
+    parser.add_argument("--tasks", default="clap,whisper", help="which tasks to score: clap, whisper or both (comma-separated)")
     args = parser.parse_args()
+    tasks = set(args.tasks.split(","))
+    if not tasks or not tasks <= {"clap", "whisper"}:
+        parser.error(f"--tasks takes clap, whisper or both, not {args.tasks!r}")
     from mmverify.envfix import install_torchvision_op_stubs
 
     install_torchvision_op_stubs()  # lets transformers import where torchvision's compiled ops cannot load
@@ -264,10 +268,13 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        # only the checkpoints scored are built: a large-v3-sized Whisper takes a while to write
         if args.full:
-            clap, whisper = full_size_clap(root / "clap"), full_size_whisper(root / "whisper")
+            clap = full_size_clap(root / "clap") if "clap" in tasks else None
+            whisper = full_size_whisper(root / "whisper") if "whisper" in tasks else None
         else:
-            clap, whisper = build_tiny_clap(root / "clap"), build_tiny_hf_whisper(root / "whisper", max_length=64)
+            clap = build_tiny_clap(root / "clap") if "clap" in tasks else None
+            whisper = build_tiny_hf_whisper(root / "whisper", max_length=64) if "whisper" in tasks else None
         clips = write_clips(root / "clips", args.items, args.clip_seconds, seed=7)
         references = esc50_references(root / "ESC-50", per_class=12)
         env = {"MMVERIFY_REFERENCES": f"esc50={references}", "MMVERIFY_NO_OUTPUT_CACHE": "1"}
@@ -301,22 +308,26 @@ def main() -> None:
             lambda: HFWhisper(source=str(whisper), max_new_tokens=args.max_new_tokens, **options),
             lambda m, audio: m.transcribe(audio, language="en"), speech_clips, args,
         )  # fmt: skip
-        print_setting(args, len(speech))
+        print_setting(args, len(sound) if clap else 0, len(speech) if whisper else 0)
         if not args.workers_only:  # each row as soon as it is measured: a run cut short keeps the rows before
             print_reward_header()
-            print_reward_row(compare("a_sound_cot (CLAP)", reward_for(f"audio_text=clap-hf@{clap}?{{options}}"), sound, clap_alone, args))
-            print_reward_row(compare("a_speech_translate (Whisper)", reward_for(whisper_spec), speech, whisper_alone, args))
+            if clap:
+                print_reward_row(compare("a_sound_cot (CLAP)", reward_for(f"audio_text=clap-hf@{clap}?{{options}}"), sound, clap_alone, args))
+            if whisper:
+                print_reward_row(compare("a_speech_translate (Whisper)", reward_for(whisper_spec), speech, whisper_alone, args))
         if args.workers:
             clap_spec = lambda shape: f"audio_text=clap-hf@{clap}?batch_size={shape}&rows={args.rows}"  # noqa: E731
             whisper_spec_for = lambda shape: whisper_spec.format(options=f"batch_size={shape}&rows={args.rows}")  # noqa: E731
             print_score_header(args)
-            print_score_row(worker_rates("a_sound_cot (CLAP)", clap_spec, sound, clap_alone, args, root, env))
-            print_score_row(worker_rates("a_speech_translate (Whisper)", whisper_spec_for, speech, whisper_alone, args, root, env))
+            if clap:
+                print_score_row(worker_rates("a_sound_cot (CLAP)", clap_spec, sound, clap_alone, args, root, env))
+            if whisper:
+                print_score_row(worker_rates("a_speech_translate (Whisper)", whisper_spec_for, speech, whisper_alone, args, root, env))
 
 
-def print_setting(args: argparse.Namespace, speech_items: int) -> None:
+def print_setting(args: argparse.Namespace, sound_items: int, speech_items: int) -> None:
     size = "full-size" if args.full else "tiny"
-    print(f"{args.items} CLAP and {speech_items} Whisper items of {args.clip_seconds:g} s, {size} random-init models on "
+    print(f"{sound_items} CLAP and {speech_items} Whisper items of {args.clip_seconds:g} s, {size} random-init models on "
           f"{args.device}, {args.precision}, batch shape {args.batch_size}, rows {args.rows}, {args.in_flight} items in flight, "
           f"best of {args.repeats}", flush=True)  # fmt: skip
     if args.baseline_items:

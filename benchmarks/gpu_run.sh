@@ -5,6 +5,8 @@
 #   bash benchmarks/gpu_run.sh scoring   # end-to-end items/s of a CLAP and a Whisper task (Reward API);
 #                                        # Whisper on 512 of the 2,048 items: a large-v3 encoder costs ~2 TFLOP a clip
 #   bash benchmarks/gpu_run.sh score     # the same through `mmverify score`, --workers 1 and 2
+#   bash benchmarks/gpu_run.sh all       # one call of under 10 minutes (a 15-minute device lease): the CLAP
+#                                        # figures first, then Whisper, DreamSim, speaker/gender, on smaller workloads
 #
 # Wheels carried in .whl/ (fetched here by benchmarks/gpu_wheels.sh; WHEELS names another folder)
 # are installed to /tmp/site first.  Every benchmark runs under its own time cap and writes its log to $OUT (default
@@ -12,8 +14,8 @@
 # DEVICE (cuda) and QUICK=1 (tiny workloads: a check of this script on any machine) can be set.
 set -u
 cd "$(dirname "$0")/.."
-part=${1:?"which part: models, scoring or score"}
-case $part in models | scoring | score) ;; *) echo "unknown part: $part (models, scoring or score)" >&2; exit 2 ;; esac
+part=${1:?"which part: models, scoring, score or all"}
+case $part in models | scoring | score | all) ;; *) echo "unknown part: $part (models, scoring, score or all)" >&2; exit 2 ;; esac
 out=${OUT:-/tmp/gpu-out}
 python=${PYTHON:-python3}
 device=${DEVICE:-cuda}
@@ -62,6 +64,17 @@ if [ "$quick" = 1 ]; then
     score)
       run batched_scoring 600 --device "$device" --items 8 --whisper-items 4 --in-flight 4 --batch-size 4 --baseline-items 4 \
         --check 2 --workers 1 --workers-only "${size[@]}" ;;
+    all)
+      run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 "${size[@]}"
+      run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 \
+        --tasks clap --workers 1 "${size[@]}"
+      cp "$out/batched_scoring.log" "$out/scoring_clap.log"
+      run batched_scoring 600 --device "$device" --items 4 --in-flight 4 --batch-size 4 --baseline-items 2 --check 2 \
+        --tasks whisper "${size[@]}"
+      cp "$out/batched_scoring.log" "$out/scoring_whisper.log"
+      run dreamsim_batching 300 --device "$device" --pairs 4 --batch-size 2 --check 2 "${size[@]}"
+      run clip_models 300 --device "$device" --clips 4 --batch-size 2 --check 2 "${size[@]}"
+      run whisper_frontend 300 --device "$device" --clips 4 --batch-size 2 --numpy-clips 2 "${size[@]}" ;;
   esac
   exit $status
 fi
@@ -81,5 +94,16 @@ case $part in
         --baseline-items 128 --repeats 1 --workers "$workers" --workers-only
       cp "$out/batched_scoring.log" "$out/score_workers_$workers.log"
     done ;;
+  all)  # in order of importance; the caps add up to 540 s
+    run clap_frontend 60 --device "$device" --clips 512 --batch-sizes 128 --repeats 1
+    run batched_scoring 150 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 --baseline-items 128 \
+      --repeats 1 --check 8 --tasks clap --workers 1
+    cp "$out/batched_scoring.log" "$out/scoring_clap.log"
+    run batched_scoring 170 --full --device "$device" --items 256 --in-flight 256 --batch-size 64 --baseline-items 32 \
+      --repeats 1 --check 4 --tasks whisper
+    cp "$out/batched_scoring.log" "$out/scoring_whisper.log"
+    run dreamsim_batching 60 --full --device "$device" --pairs 512 --batch-size 64 --repeats 1
+    run clip_models 70 --full --device "$device" --clips 512 --batch-size 64 --repeats 1
+    run whisper_frontend 30 --device "$device" --clips 512 --batch-size 64 --mels 128 --repeats 1 ;;
 esac
 exit $status

@@ -61,6 +61,21 @@ def test_each_part_runs_every_benchmark_and_each_prints_its_rows(tmp_path: Path,
 
 
 @pytest.mark.slow
+def test_the_one_call_part_runs_each_benchmark_once_and_keeps_both_scoring_logs(tmp_path: Path):
+    needs_the_models_extra()
+    result = gpu_run("all", tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    names = ("clap_frontend", "batched_scoring", "batched_scoring", "dreamsim_batching", "clip_models", "whisper_frontend")
+    assert [line.split()[1] for line in result.stdout.splitlines() if line.endswith(" exit 0")] == list(names)  # in this order
+    clap, whisper = (tmp_path / "scoring_clap.log").read_text(), (tmp_path / "scoring_whisper.log").read_text()
+    assert "mmverify score --workers 1" in clap and "a_sound_cot (CLAP)" in clap and "a_speech_translate" not in clap
+    assert "8 CLAP and 0 Whisper items" in clap
+    assert "identical rows" in whisper and "a_speech_translate (Whisper)" in whisper and "a_sound_cot" not in whisper
+    assert "speaker (WavLM x-vector)" in (tmp_path / "clip_models.log").read_text()
+    assert "alone = in batch" in (tmp_path / "dreamsim_batching.log").read_text()
+
+
+@pytest.mark.slow
 def test_a_failing_benchmark_fails_the_part_and_a_missing_package_stops_it_first(tmp_path: Path):
     needs_the_models_extra()
     broken = gpu_run("scoring", tmp_path / "broken", DEVICE="cuda:99")  # no such device: every row an error
