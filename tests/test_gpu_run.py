@@ -65,7 +65,7 @@ def test_the_one_call_part_runs_each_benchmark_once_and_keeps_both_scoring_logs(
     needs_the_models_extra()
     result = gpu_run("all", tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    names = ("clap_frontend", "batched_scoring", "batched_scoring", "dreamsim_batching", "clip_models", "whisper_frontend")
+    names = ("clap_frontend", "batched_scoring", "batched_scoring", "dreamsim_batching", "clip_models", "whisper_frontend", "device_contention")
     assert [line.split()[1] for line in result.stdout.splitlines() if line.endswith(" exit 0")] == list(names)  # in this order
     clap, whisper = (tmp_path / "scoring_clap.log").read_text(), (tmp_path / "scoring_whisper.log").read_text()
     assert "mmverify score --workers 1" in clap and "a_sound_cot (CLAP)" in clap and "a_speech_translate" not in clap
@@ -73,6 +73,9 @@ def test_the_one_call_part_runs_each_benchmark_once_and_keeps_both_scoring_logs(
     assert "identical rows" in whisper and "a_speech_translate (Whisper)" in whisper and "a_sound_cot" not in whisper
     assert "speaker (WavLM x-vector)" in (tmp_path / "clip_models.log").read_text()
     assert "alone = in batch" in (tmp_path / "dreamsim_batching.log").read_text()
+    contention = (tmp_path / "device_contention.log").read_text()
+    assert "backend alone" in contention and "2 preparing at once" in contention and "8 in flight" in contention  # the last row
+    assert len(list(tmp_path.glob("*.log"))) + 1 <= 8  # with machine.txt: what one device call brings back
 
 
 @pytest.mark.slow

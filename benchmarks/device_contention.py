@@ -1,0 +1,176 @@
+"""Where items scored together lose time: the device thread's batches, alone vs among item threads.
+
+Runs with any Python that has torch, transformers and soundfile (mmverify is imported from ./src).
+It scores ``a_sound_cot`` (CLAP) through the Reward API, like ``batched_scoring.py``, and prints
+one row per setting:
+
+- items/s;
+- the share of the wall time the device thread spent running batches, their count, and the
+  milliseconds each took;
+- the process's CPU use in cores;
+- the share of a batch's time that the device thread spent on a CPU.
+
+The settings are the defaults, the interpreter's switch interval, a cap on the number of items that
+prepare at once (an item holds one of ``--prep-limits`` places while it decodes and combines, and
+gives it up while it waits for its batch), and other numbers of items in flight.  Compare the
+milliseconds per batch with *backend alone* (the same clips, prepared beforehand, through the
+backend at the batch shape).  A batch that takes much longer among item threads, with the device
+thread on a CPU for a small share of it, waits for the interpreter lock.
+
+    python3 benchmarks/device_contention.py --items 256
+    python3 benchmarks/device_contention.py --full --device cuda --items 2048
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from batched_scoring import CLASSES, esc50_references, full_size_clap, refuse_error_rows, write_clips  # noqa: E402
+from mmverify.models import batching  # noqa: E402
+from mmverify.pipelines import batch  # noqa: E402
+from mmverify.pipelines.reward import Reward  # noqa: E402
+from mmverify.testing.tiny_models import build_tiny_clap  # noqa: E402
+
+
+class Probe:
+    """Wraps the round's batch runs (time, CPU time, count) and, with a limit, the items' own work."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = 0.0
+        self.batches = 0
+        self.places: threading.Semaphore | None = None
+        run, submit, within = batching.BatchRound._run, batching.BatchRound.submit, batch._within
+        probe = self
+
+        def timed_run(round_: Any, group: Any, layer: Any) -> None:
+            started, cpu = time.perf_counter(), time.thread_time()
+            try:
+                run(round_, group, layer)
+            finally:
+                probe.wall += time.perf_counter() - started
+                probe.cpu += time.thread_time() - cpu
+                probe.batches += 1
+
+        def waiting_submit(round_: Any, *args: Any, **kwargs: Any) -> Any:
+            with probe.given_up():
+                return submit(round_, *args, **kwargs)
+
+        def limited_within(item: Any, timeout: Any) -> Any:
+            with probe.held():
+                return within(item, timeout)
+
+        batching.BatchRound._run, batching.BatchRound.submit, batch._within = timed_run, waiting_submit, limited_within
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        places = self.places
+        if places is not None:
+            places.acquire()
+        try:
+            yield
+        finally:
+            if places is not None:
+                places.release()
+
+    @contextmanager
+    def given_up(self) -> Iterator[None]:
+        places = self.places
+        if places is not None:
+            places.release()
+        try:
+            yield
+        finally:
+            if places is not None:
+                places.acquire()
+
+    def trial(self, label: str, reward: Reward, items: list[dict], switch: float | None = None, limit: int | None = None) -> None:
+        default_switch = sys.getswitchinterval()
+        sys.setswitchinterval(switch or default_switch)
+        self.places = threading.Semaphore(limit) if limit else None
+        self.wall = self.cpu = 0.0
+        self.batches = 0
+        cpu, started = sum(os.times()[:2]), time.perf_counter()
+        try:
+            rows = reward.rows(items)
+        finally:
+            wall = time.perf_counter() - started
+            sys.setswitchinterval(default_switch)
+            self.places = None
+        refuse_error_rows(label, rows)
+        print(
+            f"{label:30} {len(items) / wall:8.1f} items/s  device busy {self.wall / wall:5.2f}  {self.batches:4d} batches "
+            f"{1000 * self.wall / max(self.batches, 1):7.1f} ms each  process {(sum(os.times()[:2]) - cpu) / wall:5.1f} cores  "
+            f"device thread on a CPU {self.cpu / max(self.wall, 1e-9):4.2f}", flush=True,
+        )  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=256)
+    parser.add_argument("--in-flight", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--full", action="store_true", help="full-size CLAP (else the tiny test checkpoint)")
+    parser.add_argument("--prep-limits", default="16,4,2", help="comma-separated caps on items preparing at once")
+    args = parser.parse_args()
+    from mmverify.envfix import install_torchvision_op_stubs
+
+    install_torchvision_op_stubs()  # lets transformers import where torchvision's compiled ops cannot load
+    probe = Probe()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        clap = full_size_clap(root / "clap") if args.full else build_tiny_clap(root / "clap")
+        clips = write_clips(root / "clips", args.items, 5.0, seed=7)
+        env = {"MMVERIFY_REFERENCES": f"esc50={esc50_references(root / 'ESC-50', per_class=12)}", "MMVERIFY_NO_OUTPUT_CACHE": "1"}
+        items = [
+            {"task": "a_sound_cot", "instance": {"target": CLASSES[i % len(CLASSES)]}, "parts": [{"type": "audio", "path": str(p)}]}
+            for i, p in enumerate(clips)
+        ]
+
+        def reward(in_flight: int, batch_size: int) -> Reward:
+            models = f"audio_text=clap-hf@{clap}?batch_size={batch_size}&rows=packed"
+            built = Reward(models=models, device=args.device, env=env, in_flight=in_flight, cache_dir=root / "cache")
+            built.rows(items[:2])  # loads the model and indexes the references outside the timing
+            return built
+
+        print_backend_alone(clap, clips, args)
+        print(f"{args.items} items of 5 s, {'full-size' if args.full else 'tiny'} CLAP on {args.device}, {os.cpu_count()} CPUs, "
+              f"switch interval {sys.getswitchinterval() * 1000:g} ms", flush=True)  # fmt: skip
+        together = reward(args.in_flight, args.batch_size)
+        probe.trial(f"{args.in_flight} in flight", together, items)
+        probe.trial("switch interval 0.5 ms", together, items, switch=0.0005)
+        probe.trial("switch interval 50 ms", together, items, switch=0.05)
+        for limit in (int(text) for text in args.prep_limits.split(",") if text):
+            probe.trial(f"{limit} preparing at once", together, items, limit=limit)
+        probe.trial(f"{2 * args.in_flight} in flight", reward(2 * args.in_flight, args.batch_size), items)
+
+
+def print_backend_alone(clap: Path, clips: list[Path], args: argparse.Namespace) -> None:
+    from mmverify.core.media import load_audio
+    from mmverify.models.clap import HFClap
+
+    backend = HFClap(source=str(clap), device=args.device, batch_size=args.batch_size, rows="packed")
+    backend.ensure_loaded()
+    audio = [load_audio(path, backend.sample_rate)[0] for path in clips]
+    backend.embed_audio(audio[:1])
+    started = time.perf_counter()
+    backend.embed_audio(audio)
+    wall = time.perf_counter() - started
+    batches = -(-len(audio) // args.batch_size)
+    print(f"backend alone: {len(audio) / wall:.1f} clips/s, {1000 * wall / batches:.1f} ms a batch of {args.batch_size}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
