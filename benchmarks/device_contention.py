@@ -19,6 +19,9 @@ thread on a CPU for a small share of it, waits for the interpreter lock.
 
     python3 benchmarks/device_contention.py --items 256
     python3 benchmarks/device_contention.py --full --device cuda --items 2048
+
+``--first-only`` runs the first setting alone, for a profile of who holds the lock
+(``bash benchmarks/gpu_run.sh profile``, then ``benchmarks/gil_summary.py``).
 """
 
 from __future__ import annotations
@@ -124,6 +127,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--full", action="store_true", help="full-size CLAP (else the tiny test checkpoint)")
     parser.add_argument("--prep-limits", default="16,4,2", help="comma-separated caps on items preparing at once")
+    parser.add_argument("--first-only", action="store_true", help="only the first setting (to profile it: benchmarks/gil_summary.py)")
     args = parser.parse_args()
     from mmverify.envfix import install_torchvision_op_stubs
 
@@ -150,6 +154,8 @@ def main() -> None:
               f"switch interval {sys.getswitchinterval() * 1000:g} ms", flush=True)  # fmt: skip
         together = reward(args.in_flight, args.batch_size)
         probe.trial(f"{args.in_flight} in flight", together, items)
+        if args.first_only:
+            return
         probe.trial("switch interval 0.5 ms", together, items, switch=0.0005)
         probe.trial("switch interval 50 ms", together, items, switch=0.05)
         for limit in (int(text) for text in args.prep_limits.split(",") if text):

@@ -8,6 +8,7 @@
 #   bash benchmarks/gpu_run.sh all       # one call of under 10 minutes (a 15-minute device lease): the CLAP
 #                                        # figures first, then Whisper, DreamSim, speaker/gender, on smaller
 #                                        # workloads, and last where items scored together lose time
+#   bash benchmarks/gpu_run.sh profile   # who holds the interpreter lock while they do (py-spy --gil, summarised)
 #
 # Wheels carried in .whl/ (fetched here by benchmarks/gpu_wheels.sh; WHEELS names another folder)
 # are installed to /tmp/site first.  Every benchmark runs under its own time cap and writes its log to $OUT (default
@@ -15,8 +16,8 @@
 # DEVICE (cuda) and QUICK=1 (tiny workloads: a check of this script on any machine) can be set.
 set -u
 cd "$(dirname "$0")/.."
-part=${1:?"which part: models, scoring, score or all"}
-case $part in models | scoring | score | all) ;; *) echo "unknown part: $part (models, scoring, score or all)" >&2; exit 2 ;; esac
+part=${1:?"which part: models, scoring, score, all or profile"}
+case $part in models | scoring | score | all | profile) ;; *) echo "unknown part: $part (models, scoring, score, all or profile)" >&2; exit 2 ;; esac
 out=${OUT:-/tmp/gpu-out}
 python=${PYTHON:-python3}
 device=${DEVICE:-cuda}
@@ -51,6 +52,22 @@ run() {
   [ "$code" = 0 ] || status=1
 }
 
+# profile ARGS...: device_contention.py's first setting under py-spy's --gil sampling (the thread
+# holding the lock), summarised by gil_summary.py into $out/gil_profile.log; the raw stacks stay beside it
+profile() {
+  local spy code
+  spy=$(command -v py-spy || { [ -x /tmp/site/bin/py-spy ] && echo /tmp/site/bin/py-spy; }) \
+    || { echo "py-spy is missing (benchmarks/gpu_wheels.sh fetches it)" >&2; status=1; return; }
+  echo "=== gil_profile $*"
+  timeout 300 "$spy" record --gil --threads --nonblocking --rate 250 --format raw -o "$out/gil.raw" -- \
+    "$python" benchmarks/device_contention.py --first-only --prep-limits "" "$@" > "$out/gil_profile.log" 2>&1
+  code=$?
+  [ "$code" = 0 ] && { "$python" benchmarks/gil_summary.py "$out/gil.raw" >> "$out/gil_profile.log" 2>&1 || code=1; }
+  grep -v -e "Loading weights" -e "Writing model shards" -e "^py-spy>" "$out/gil_profile.log" | head -n 60
+  echo "=== gil_profile exit $code"
+  [ "$code" = 0 ] || status=1
+}
+
 if [ "$quick" = 1 ]; then
   size=(--repeats 1)
   case $part in
@@ -77,6 +94,8 @@ if [ "$quick" = 1 ]; then
       run clip_models 300 --device "$device" --clips 4 --batch-size 2 --check 2 "${size[@]}"
       run whisper_frontend 300 --device "$device" --clips 4 --batch-size 2 --numpy-clips 2 "${size[@]}"
       run device_contention 300 --device "$device" --items 8 --in-flight 4 --batch-size 4 --prep-limits 2 ;;
+    profile)
+      profile --device "$device" --items 16 --in-flight 8 --batch-size 4 ;;
   esac
   exit $status
 fi
@@ -108,5 +127,7 @@ case $part in
     run clip_models 70 --full --device "$device" --clips 512 --batch-size 64 --repeats 1
     run whisper_frontend 30 --device "$device" --clips 512 --batch-size 64 --mels 128 --repeats 1
     run device_contention 60 --full --device "$device" --items 1024 ;;
+  profile)  # about a minute on an H100
+    profile --full --device "$device" --items 1024 ;;
 esac
 exit $status

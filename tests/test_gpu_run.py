@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +77,25 @@ def test_the_one_call_part_runs_each_benchmark_once_and_keeps_both_scoring_logs(
     contention = (tmp_path / "device_contention.log").read_text()
     assert "backend alone" in contention and "2 preparing at once" in contention and "8 in flight" in contention  # the last row
     assert len(list(tmp_path.glob("*.log"))) + 1 <= 8  # with machine.txt: what one device call brings back
+
+
+@pytest.mark.slow
+def test_the_profile_part_summarises_who_held_the_lock_while_items_were_scored(tmp_path: Path):
+    needs_the_models_extra()
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    spy = shutil.which("py-spy", path=path)
+    if spy is None:
+        pytest.skip("py-spy is not installed (the [dev] extra has it)")
+    trial = subprocess.run([spy, "record", "--format", "raw", "-o", str(tmp_path / "trial.raw"), "--", sys.executable, "-c", "import time; time.sleep(1)"],
+                           capture_output=True, text=True)  # fmt: skip
+    if trial.returncode != 0:  # sampling another process needs ptrace rights that some containers withhold
+        pytest.skip(f"py-spy cannot sample here: {trial.stderr.strip()[-300:]}")
+    result = gpu_run("profile", tmp_path, PATH=path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "=== gil_profile exit 0" in result.stdout
+    log = (tmp_path / "gil_profile.log").read_text()
+    assert "16 in flight" not in log and "8 in flight" in log  # the first setting alone
+    assert "samples holding the interpreter lock" in log and "mmverify-item:" in log
 
 
 @pytest.mark.slow
