@@ -15,7 +15,8 @@ prepare at once (an item holds one of ``--prep-limits`` places while it decodes 
 gives it up while it waits for its batch), and other numbers of items in flight.  Compare the
 milliseconds per batch with *backend alone* (the same clips, prepared beforehand, through the
 backend at the batch shape).  A batch that takes much longer among item threads, with the device
-thread on a CPU for a small share of it, waits for the interpreter lock.
+thread on a CPU for a small share of it, waits for the interpreter lock (waiting for a GPU may spin
+and count as CPU time; waiting for the lock does not).
 
     python3 benchmarks/device_contention.py --items 256
     python3 benchmarks/device_contention.py --full --device cuda --items 2048
