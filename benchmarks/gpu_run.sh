@@ -115,7 +115,7 @@ case $part in
         --baseline-items 128 --repeats 1 --workers "$workers" --workers-only
       cp "$out/batched_scoring.log" "$out/score_workers_$workers.log"
     done ;;
-  all)  # in order of importance; the caps add up to 580 s (on an H100 the first six took 434 s together)
+  all)  # in order of importance; the caps add up to 580 s (the call without device_contention took 434 s on an H100)
     run clap_frontend 60 --device "$device" --clips 512 --batch-sizes 128 --repeats 1
     run batched_scoring 150 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 --baseline-items 128 \
       --repeats 1 --check 8 --tasks clap --workers 1
