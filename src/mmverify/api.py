@@ -31,9 +31,11 @@ def score_items(
     timeout: float | None = None,
     profile: str = "mmmg",
     in_flight: int = 1,
+    decode_processes: int = 0,
 ) -> list[dict[str, Any]]:
     """Score items in this process; relative media paths resolve against ``base_dir``.
-    ``in_flight`` > 1 scores that many items at once, their model calls batched (same rows)."""
+    ``in_flight`` > 1 scores that many items at once, their model calls batched (same rows), their
+    media decoded by ``decode_processes`` processes when > 0 (see :mod:`mmverify.core.decoding`)."""
     if instructions is not None and not isinstance(instructions, InstructionSet):
         instructions = InstructionSet(instructions)
     planner = Planner(
@@ -44,4 +46,4 @@ def score_items(
         profile=profile,
     )
     planned = [entry for number, item in enumerate(items, start=1) for entry in planner.plan_all(number, json.dumps(item))]
-    return list(LocalExecutor(timeout, in_flight=in_flight).run(planned))
+    return list(LocalExecutor(timeout, in_flight=in_flight, decode_processes=decode_processes).run(planned))

@@ -1,5 +1,6 @@
-"""Items scored together -- their model forwards merged into shared batches -- give the same bytes
-as items scored one at a time, for every kind of model task, with error rows in place."""
+"""Items scored together -- their model forwards merged into shared batches, their media decoded in
+their threads or in decoding processes -- give the same bytes as items scored one at a time, for
+every kind of model task, with error rows in place."""
 
 from __future__ import annotations
 
@@ -76,20 +77,21 @@ def test_batched_rows_are_byte_identical_to_one_by_one(tmp_path, monkeypatch, ti
     monkeypatch.setenv("MMVERIFY_NO_OUTPUT_CACHE", "1")  # every run computes every embedding and transcript
     monkeypatch.setenv(sets.ENV_VAR, f"esc50={tree}")
     runs, counts = {}, {}
-    for in_flight in (1, 6):
+    for in_flight, decode_processes in ((1, 0), (6, 0), (6, 2)):
         sets.clear_memo()
         use_models(monkeypatch, tmp_path / "cache", f"{tiny_models},audio_text=clap-hf@{tiny_clap}?batch_size=4")
         score_items(items[:1], base_dir=tmp_path, instructions=instructions)  # references indexed and models loaded
         before = dict(calls)
-        rows = score_items(items, base_dir=tmp_path, instructions=instructions, in_flight=in_flight)
-        runs[in_flight] = [json.dumps(row, sort_keys=False) for row in rows]
+        rows = score_items(items, base_dir=tmp_path, instructions=instructions, in_flight=in_flight, decode_processes=decode_processes)
+        runs[in_flight, decode_processes] = [json.dumps(row, sort_keys=False) for row in rows]
         counts[in_flight] = {name: calls[name] - before[name] for name in calls}
 
-    one_by_one, together = runs[1], runs[6]
+    one_by_one, together, decoded_apart = runs[1, 0], runs[6, 0], runs[6, 2]
     statuses = [json.loads(line)["status"] for line in one_by_one]
     errors = [json.loads(line)["error"] for line in one_by_one if json.loads(line)["status"] == "error"]
     assert statuses.count("scored") >= len(items) - 3 and "error" in statuses, errors  # the broken clip, at least
     assert together == one_by_one
+    assert decoded_apart == one_by_one  # media decoded in processes: the same arrays, the same rows
     # scored together, the same clips and pieces went through fewer (fuller) model batches
     assert counts[6]["clap"] < counts[1]["clap"] and counts[6]["whisper"] < counts[1]["whisper"], counts
 

@@ -111,6 +111,10 @@ def test_bad_configuration_fails_at_build_time():
         Reward("i_structure", timeout=0)
     with pytest.raises(ValueError, match="name the task"):
         Reward(["i_structure", "a_structure"]).item({"order": ["t"]}, ["x"])
+    with pytest.raises(ValueError, match="in_flight"):
+        Reward("i_structure", in_flight=1, decode_processes=2)  # decoding processes serve items scored together
+    with pytest.raises(ValueError, match="decode_processes"):
+        Reward("i_structure", decode_processes=-1)
 
 
 def test_same_input_gives_bit_identical_output_every_time(mixed):

@@ -4,6 +4,7 @@ the settings change between calls."""
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -79,15 +80,23 @@ def test_scoring_together_under_new_settings_indexes_references_and_scores_every
         items.append({"task": "a_sound_cot", "instance": {"target": ("dog", "rain")[index % 2]}, "parts": [{"type": "audio", "path": str(path)}]})
     env = {"MMVERIFY_REFERENCES": f"esc50={tree}", "MMVERIFY_NO_OUTPUT_CACHE": "1"}
 
-    def reward(batch_size: int, in_flight: int) -> Reward:
+    def reward(batch_size: int, in_flight: int, decode_processes: int = 0) -> Reward:
         models = f"audio_text=clap-hf@{tiny_clap}?batch_size={batch_size}"
-        return Reward(models=models, device="cpu", env=env, cache_dir=tmp_path / "cache", in_flight=in_flight)
+        return Reward(
+            models=models, device="cpu", env=env, cache_dir=tmp_path / "cache", in_flight=in_flight, decode_processes=decode_processes
+        )
 
     reward(1, 1).rows(items[:1])  # the task is built and warm, under other settings
     together = [json.dumps(row) for row in reward(16, 4).rows(items)]
     one_by_one = [json.dumps(row) for row in reward(16, 1).rows(items)]
     assert [json.loads(row)["status"] for row in together] == ["scored"] * len(items), together
     assert together == one_by_one
+    decoding = pickle.loads(pickle.dumps(reward(16, 4, decode_processes=2)))  # as a trainer ships it to a worker
+    try:
+        assert [json.dumps(row) for row in decoding.rows(items)] == one_by_one
+        assert decoding.rows(items[:0]) == []
+    finally:
+        decoding.close()
 
 
 def _answer(tag: str) -> list:

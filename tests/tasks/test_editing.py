@@ -448,3 +448,28 @@ def test_end_to_end_through_the_http_judge(vlm_env, tmp_path, instructions, sour
 
     again = score(tmp_path, instructions, "i_edit_object_attribute", "i_edit_object_attribute/0", [generated])
     assert vlm_env.count == 1 and again["score"] == 1.0  # the reply cache answered the rerun
+
+
+def test_decoding_processes_decode_the_generation_and_the_instance_images_alike(tmp_path, instructions, source, monkeypatch):
+    """Scored together with decoding processes, an edit's generated image and its ground truth (an
+    instance image) are both decoded there, and the row is the one decoded in place."""
+    from mmverify.core.decoding import DecodePool
+
+    row0 = rows(instructions, "i_edit_add")[0]
+    changed = painted(source, row0["bbox"])
+    changed[300:] = 255 - changed[300:]
+    save_png(tmp_path / "gen.png", changed)
+    item = {"task": "i_edit_add", "instance_id": "i_edit_add/0", "parts": [{"type": "image", "path": "gen.png"}]}
+    use_similarity(monkeypatch, ScriptedSimilarity(0.6))
+    [alone] = score_items([item], base_dir=tmp_path, instructions=instructions)
+    decoded: list[str] = []
+    original = DecodePool.image
+
+    def recorded(self, source, *args, **kwargs):
+        decoded.append(Path(source).name)
+        return original(self, source, *args, **kwargs)
+
+    monkeypatch.setattr(DecodePool, "image", recorded)
+    together = score_items([item, item], base_dir=tmp_path, instructions=instructions, in_flight=2, decode_processes=1)
+    assert [{**row, "line": 1} for row in together] == [alone, alone] and alone["status"] == "scored" and alone["components"]["ssim_outside"] < 1.0
+    assert sorted(decoded) == sorted(["gen.png", f"i_edit_add_{row0['ref_image_list'][0]}.png"] * 2)

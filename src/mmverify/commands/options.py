@@ -22,6 +22,11 @@ PRECISION = typer.Option(
     None, help="Precision of the CLAP, transformers Whisper, WavLM speaker and gender backends: fp32 (default, "
     "published parity), bf16 or fp16 (GPU only); overrides MMVERIFY_PRECISION.", rich_help_panel="Models",
 )  # fmt: skip
+DECODE_PROCESSES = typer.Option(
+    0, "--decode-processes", min=0, rich_help_panel="Execution",
+    help="Processes that decode the media of items scored together, so that the device thread waits less for the "
+    "interpreter lock (0: each item decodes in its own thread). The same rows either way.",
+)  # fmt: skip
 VLM_BASE_URL = typer.Option(
     None, "--vlm-base-url", help="OpenAI-compatible endpoint of the VLM judge, e.g. http://127.0.0.1:8000/v1.", rich_help_panel="Judge"
 )

@@ -40,6 +40,7 @@ def score_command(
         help="Model items scored together (in this process, or per worker with --workers N / Ray): their model "
         "calls share batches on the device; rows are the same bytes as scored one at a time (1).",
     ),
+    decode_processes: int = options.DECODE_PROCESSES,
     executor: str = typer.Option("local", help="local (this machine) or ray (a local Ray instance or --ray-address).", rich_help_panel="Execution"),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster address (default: start a local instance).", rich_help_panel="Execution"),
     gpus_per_worker: float = typer.Option(0.0, min=0.0, help="GPUs each Ray worker requests (model backends on GPU).", rich_help_panel="Execution"),
@@ -116,28 +117,32 @@ def score_command(
         threshold_map = load_thresholds(thresholds) if thresholds else {}
     except (ValueError, OSError) as exc:
         fail(f"--thresholds: {exc}")
-    config = ScoreConfig(
-        manifest=manifest,
-        out=out_folder,
-        instructions=instructions,
-        tasks=selected,
-        workers=workers,
-        in_flight=in_flight,
-        timeout=timeout or None,
-        warmup_timeout=warmup_timeout or None,
-        thresholds=threshold_map,
-        data_root=data_root,
-        retry_errors=retry_errors,
-        executor=executor,
-        ray_address=ray_address,
-        gpus_per_worker=gpus_per_worker,
-        profile=profile,
-        aggregate=aggregate,
-        append=append,
-        overwrite=overwrite,
-        limit=limit,
-        context=context,
-    )
+    try:
+        config = ScoreConfig(
+            manifest=manifest,
+            out=out_folder,
+            instructions=instructions,
+            tasks=selected,
+            workers=workers,
+            in_flight=in_flight,
+            decode_processes=decode_processes,
+            timeout=timeout or None,
+            warmup_timeout=warmup_timeout or None,
+            thresholds=threshold_map,
+            data_root=data_root,
+            retry_errors=retry_errors,
+            executor=executor,
+            ray_address=ray_address,
+            gpus_per_worker=gpus_per_worker,
+            profile=profile,
+            aggregate=aggregate,
+            append=append,
+            overwrite=overwrite,
+            limit=limit,
+            context=context,
+        )
+    except ValueError as exc:
+        fail(str(exc))
     if dry_run:
         _print_dry_run(config)
         return

@@ -27,6 +27,7 @@ def serve_command(
     max_items: int = typer.Option(256, min=1, help="Requests with more items get 413."),
     batch_wait_ms: float = typer.Option(2.0, min=0.0, help="How long the micro-batcher collects concurrent requests."),
     max_batch: int = typer.Option(64, min=1, help="Most items scored as one batch."),
+    decode_processes: int = options.DECODE_PROCESSES,
     on_error: str = typer.Option("raise", help="/get_reward for items that cannot be scored: raise (HTTP 500) or zero (OpenRLHF needs a number)."),
     offline: bool = options.OFFLINE,
     model: list[str] = options.MODEL,
@@ -69,7 +70,7 @@ def serve_command(
             max_items=max_items, batch_wait_ms=batch_wait_ms, max_batch_items=max_batch, on_error=on_error,
             reward_options={
                 "models": model or None, "references": references or None, "device": device, "offline": offline or None,
-                "profile": profile, "precision": precision,
+                "profile": profile, "precision": precision, "decode_processes": decode_processes,
                 "judge": options.judge_options(vlm_base_url, vlm_model, vlm_role, vlm_concurrency, vlm_api_key_env),
             },
             max_json_values=max_json_values, max_inflight_bytes=int(max_inflight_mb * 1024 * 1024), max_waiting=max_waiting,

@@ -37,6 +37,9 @@ class MediaError(Exception):
         self.reason = reason
         self.message = message
 
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return (type(self), (self.reason, self.message))  # rebuilt from both parts (decoding processes)
+
 
 @dataclass(frozen=True)
 class MediaLimits:

@@ -4,7 +4,9 @@ Up to ``in_flight`` items are scored at once, each in its own thread: decoding, 
 cutting segments run there, and every model forward an item asks for goes to one
 :class:`~mmverify.models.batching.BatchRound`, whose device thread merges the requests of all
 items per backend into fixed-shape batches.  A row is therefore the same bytes as when its item is
-scored alone (see :mod:`mmverify.models.batching`), and rows come out in plan order.
+scored alone (see :mod:`mmverify.models.batching`), and rows come out in plan order.  Media can be
+decoded in processes instead (a :class:`~mmverify.core.decoding.DecodePool`; the same arrays), so
+that the item threads hold the interpreter lock less while the device thread launches kernels.
 
 What stays as it was:
 
@@ -26,6 +28,7 @@ import threading
 from collections import deque
 from typing import Any, Callable, Iterable, Iterator
 
+from ..core.decoding import INLINE, Decoder
 from ..core.errors import ErrorCode
 from ..models.batching import BatchRound, left_a_queue
 from .deadlines import deadline
@@ -46,21 +49,23 @@ class _Slot:
             self.done.set()
 
 
-def _within(item: WorkItem, timeout: float | None) -> Row | None:
+def _within(item: WorkItem, timeout: float | None, decoder: Decoder) -> Row | None:
     """``item``'s row, or None when it runs past ``timeout``."""
     try:
         with deadline(timeout):
-            return score_item(item)
+            return score_item(item, decoder)
     except ItemTimeout:
         return None
 
 
-def _score_member(batch_round: BatchRound, item: WorkItem, timeout: float | None, slot: _Slot, free: threading.Semaphore) -> None:
+def _score_member(
+    batch_round: BatchRound, item: WorkItem, timeout: float | None, decoder: Decoder, slot: _Slot, free: threading.Semaphore
+) -> None:
     try:
         with batch_round.member(reserved=True):  # counted by score_together as it started this thread
-            slot.row = _within(item, timeout)
+            slot.row = _within(item, timeout, decoder)
         if slot.row is None and left_a_queue():  # only late for others' batches: alone, in this thread
-            slot.row = _within(item, timeout)
+            slot.row = _within(item, timeout, decoder)
         if slot.row is None:
             slot.row = timeout_row(item, timeout)
     except BaseException as exc:  # noqa: BLE001  (a thread must leave a row, whatever happened)
@@ -87,11 +92,14 @@ def score_together(
     *,
     in_flight: int = DEFAULT_IN_FLIGHT,
     timeout: float | None = None,
+    decoder: Decoder = INLINE,
 ) -> Iterator[Row]:
     """Rows of ``planned`` in order; entries that are already rows pass through.
 
     ``score_alone`` scores one item the ordinary way (warm-up budget, then the item's limit): it
-    takes items without model work and items whose task is cold.
+    takes items without model work and items whose task is cold.  ``decoder`` decodes the media of
+    the items scored together (a :class:`~mmverify.core.decoding.DecodePool` keeps that work, and
+    the interpreter lock it holds, away from the device thread).
     """
     if in_flight < 1:
         raise ValueError("in_flight must be >= 1")
@@ -118,7 +126,7 @@ def score_together(
                 batch_round.reserve()  # a member from now: no partial batch runs before its thread joins
                 try:
                     threading.Thread(
-                        target=_score_member, args=(batch_round, entry, timeout, slot, free), name="mmverify-item", daemon=True
+                        target=_score_member, args=(batch_round, entry, timeout, decoder, slot, free), name="mmverify-item", daemon=True
                     ).start()
                 except BaseException:
                     batch_round.unreserve()

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Iterator, Union
 
+from ..core.decoding import INLINE, DecodePool, Decoder
 from ..core.errors import ErrorCode, GenerationFault, ScoringError
 from ..core.types import Check
 from ..models.hub import get_hub
@@ -113,17 +114,26 @@ def warm_up(item: WorkItem) -> tuple[dict[str, Any], float]:
     return row, seconds
 
 
+def check_decode_processes(processes: int, in_flight: int) -> None:
+    """Decoding processes serve items scored together (``in_flight`` > 1)."""
+    if processes < 0:
+        raise ValueError("decode_processes must be >= 0")
+    if processes and in_flight < 2:
+        raise ValueError("decode processes serve items scored together: they need in_flight (--batch-items) > 1")
+
+
 def fits(seconds: float, limit: float | None) -> bool:
     return not limit or seconds <= limit
 
 
-def score_item(item: WorkItem) -> dict[str, Any]:
-    """Score one item; every outcome is a row (never raises, except for timeouts and interrupts)."""
+def score_item(item: WorkItem, decoder: Decoder = INLINE) -> dict[str, Any]:
+    """Score one item, its media decoded by ``decoder``; every outcome is a row (never raises,
+    except for timeouts and interrupts)."""
     task = None
     try:
         task = _task_for(item)
         with declared(item.task):
-            check = task.score(item.instance, Response(item.parts, item.limits))
+            check = task.score(item.instance, Response(item.parts, item.limits, decoder))
         return make_row(**asdict(item.identity), check=check, passed=_passed(item, task, check))
     except GenerationFault as fault:
         evidence = dict(fault.evidence)
@@ -216,6 +226,10 @@ class LocalExecutor:
     timeout: float | None = None
     warmup_timeout: float | None = DEFAULT_WARMUP_TIMEOUT
     in_flight: int = 1  # items scored together, their model calls batched (see pipelines/batch.py)
+    decode_processes: int = 0  # processes decoding the media of items scored together (0: their own threads)
+
+    def __post_init__(self) -> None:
+        check_decode_processes(self.decode_processes, self.in_flight)
 
     def _alone(self, item: WorkItem) -> dict[str, Any]:
         return score_locally(item, self.timeout, self.warmup_timeout)
@@ -224,7 +238,12 @@ class LocalExecutor:
         if self.in_flight > 1:
             from .batch import score_together
 
-            yield from score_together(planned, self._alone, in_flight=self.in_flight, timeout=self.timeout)
+            pool = DecodePool(self.decode_processes) if self.decode_processes else None
+            try:
+                yield from score_together(planned, self._alone, in_flight=self.in_flight, timeout=self.timeout, decoder=pool or INLINE)
+            finally:
+                if pool is not None:
+                    pool.close()
             return
         for entry in planned:
             yield entry if isinstance(entry, dict) else self._alone(entry)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..core.decoding import INLINE, DecodePool, Decoder
 from ..core.errors import ErrorCode
 from ..core.hashing import digest_of
 from ..core.media import DEFAULT_LIMITS, MediaLimits
@@ -36,7 +37,8 @@ from .deadlines import deadline
 from .batch import DEFAULT_IN_FLIGHT, score_together
 from .context import JudgeOptions, ScoringContext, holding, offer
 from .execute import (
-    DEFAULT_WARMUP_TIMEOUT, ItemTimeout, error_row as item_error_row, fits, is_warm, score_item, timeout_row, warm_up, warmup_timeout_row,
+    DEFAULT_WARMUP_TIMEOUT, ItemTimeout, check_decode_processes, error_row as item_error_row, fits, is_warm, score_item, timeout_row,
+    warm_up, warmup_timeout_row,
 )
 from .plan import Planner, WorkItem, unresolved_key
 from .results import RowIdentity, error_row
@@ -90,6 +92,10 @@ class Reward:
     ``profile``: "mmmg" (the published evaluator's rules) or "strict" (this project's corrections).
     ``in_flight``: how many items of a batch are scored at once, their model forwards merged into
     shared batches (rows are the same bytes as scored one by one; see :mod:`.batch`).
+    ``decode_processes``: processes that decode those items' media (see
+    :mod:`mmverify.core.decoding`; the same rows), started on first use and ended by :meth:`close`.
+    Like every use of processes that are not forked, the script building the reward must guard its
+    entry point (``if __name__ == "__main__":``).
     """
 
     task: str | Sequence[str] | None = None
@@ -112,14 +118,17 @@ class Reward:
     references: str | Sequence[str] | None = None  # reference sets, name=folder
     judge: JudgeOptions | None = None
     in_flight: int = DEFAULT_IN_FLIGHT  # items of a batch scored together, their model calls batched (1: one by one)
+    decode_processes: int = 0  # processes decoding the media of items scored together (0: in their threads)
     tasks: frozenset[str] | None = field(init=False)  # the tasks this reward scores (None: any)
     fixed_task: str | None = field(init=False)  # the task of items that name none
     context: ScoringContext = field(init=False, repr=False)  # the scoring context installed for this reward
     _planner: Planner = field(init=False, repr=False)
+    _decoder: Decoder = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.in_flight < 1:
             raise ValueError("in_flight must be >= 1")
+        check_decode_processes(self.decode_processes, self.in_flight)
         if self.on_error not in ERROR_POLICIES:
             raise ValueError(f"on_error must be one of {', '.join(ERROR_POLICIES)}, got {self.on_error!r}")
         if self.timeout is not None and self.timeout <= 0:
@@ -158,6 +167,12 @@ class Reward:
             profile=self.profile,
             allow_paths=self.allow_paths,
         )
+        self._decoder = DecodePool(self.decode_processes) if self.decode_processes else INLINE
+
+    def close(self) -> None:
+        """End the decoding processes (a later call starts new ones); nothing else needs closing."""
+        if isinstance(self._decoder, DecodePool):
+            self._decoder.close()
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -255,7 +270,7 @@ class Reward:
         with holding(self.context):  # this reward's settings and models for the whole call
             planned = [self._plan_one(lines[i] if lines is not None else i + 1, item, convert) for i, item in enumerate(items)]
             if self.in_flight > 1:
-                return list(score_together(planned, self._score, in_flight=self.in_flight, timeout=self.timeout))
+                return list(score_together(planned, self._score, in_flight=self.in_flight, timeout=self.timeout, decoder=self._decoder))
             return [entry if isinstance(entry, dict) else self._score(entry) for entry in planned]
 
     def _score(self, entry: WorkItem) -> dict[str, Any]:

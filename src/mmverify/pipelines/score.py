@@ -15,7 +15,7 @@ from ..models.cache import cache_problems
 from ..models.judge_usage import usage_totals
 from ..data.manifest import is_stream, iter_manifest_lines, manifest_base_dir
 from .context import ScoringContext, current, install_context, installed
-from .execute import LocalExecutor, Planned
+from .execute import LocalExecutor, Planned, check_decode_processes
 from .plan import Planner, PlanStats
 from .outdir import LATEST_FILE, OutputLock, check_output_folder, claim_for_manifest, current_rows, manifest_fingerprint
 from .results import ResultsFile
@@ -34,6 +34,7 @@ class ScoreConfig:
     tasks: frozenset[str] | None = None
     workers: int = 1
     in_flight: int = 32  # model items scored together in a process or worker, their calls batched (1: one by one)
+    decode_processes: int = 0  # with one local worker: processes decoding the media of items scored together
     timeout: float | None = 300.0
     warmup_timeout: float | None = 600.0  # worker start-up and each task's first use, apart from timeout
     thresholds: Mapping[str, Threshold] = field(default_factory=dict)
@@ -59,6 +60,9 @@ class ScoreConfig:
             raise ValueError("workers must be >= 1")
         if self.in_flight < 1:
             raise ValueError("in_flight must be >= 1")
+        check_decode_processes(self.decode_processes, self.in_flight)
+        if self.decode_processes and (self.workers > 1 or self.executor != "local"):
+            raise ValueError("decode processes serve one local worker (--workers 1): worker processes and Ray actors decode apart already")
         if self.limit is not None and self.limit < 1:
             raise ValueError("limit must be >= 1")
         if self.executor not in ("local", "ray"):
@@ -77,6 +81,7 @@ class ScoreConfig:
             "tasks": sorted(self.tasks) if self.tasks else None,
             "workers": self.workers,
             "in_flight": self.in_flight,
+            "decode_processes": self.decode_processes,
             "executor": self.executor,
             "timeout_s": self.timeout,
             "warmup_timeout_s": self.warmup_timeout,
@@ -225,7 +230,7 @@ def make_executor(config: ScoreConfig) -> Any:
             initializer=install_context, initargs=(config.context or current(),),
         )  # fmt: skip
     if config.workers == 1:
-        return LocalExecutor(config.timeout, config.warmup_timeout, config.in_flight)
+        return LocalExecutor(config.timeout, config.warmup_timeout, config.in_flight, config.decode_processes)
     from .pool import ProcessExecutor
 
     return ProcessExecutor(

@@ -25,7 +25,7 @@ class ViewConsistency(Task):
     version = 2  # the family's revision (2: a reference view too small for SSIM is the data's error, not a 0)
 
     def score(self, instance: Instance, response: Response) -> Check:
-        references = instance_images(instance, require_field(instance, "ref_image_list"))
+        references = instance_images(instance, require_field(instance, "ref_image_list"), response.decoder)
         for number, reference in enumerate(references):  # generations are resized to these: the data's fault
             if min(reference.shape[:2]) < DEFAULT_WIN:
                 size = "x".join(str(n) for n in reference.shape[1::-1])

@@ -134,7 +134,7 @@ class _JudgedEdit(JudgedImageTask):
 
     def score(self, instance: Instance, response: Response) -> Check:
         bbox, spec, source_index = self.read(instance)  # the user's problems first, whatever the response
-        [source] = instance_images(instance, [source_index])
+        [source] = instance_images(instance, [source_index], response.decoder)
         kept = preservation(instance, response.single_image(), source, bbox, self.margin_divisor)
         session = JudgeSession(kept.crop)
         if kept.score <= 0.0:
@@ -216,7 +216,7 @@ class ReferenceEdit(Task):
 
     def score(self, instance: Instance, response: Response) -> Check:
         bbox, reference_index = self.read(instance)
-        [reference] = instance_images(instance, [reference_index])
+        [reference] = instance_images(instance, [reference_index], response.decoder)
         kept = preservation(instance, response.single_image(), reference, bbox, self.margin_divisor)
         if kept.score <= 0.0:
             return Check(

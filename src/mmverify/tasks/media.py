@@ -11,7 +11,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..core.errors import ErrorCode, ScoringError
-from ..core.media import MediaError, MediaReason, load_audio, load_image
+from ..core.decoding import INLINE, Decoder
+from ..core.media import MediaError, MediaReason
 from ..core.types import Instance
 
 
@@ -44,9 +45,12 @@ def _load(instance: Instance, kind: str, index: int, loader):  # type: ignore[no
         raise ScoringError(code, f"{instance.id}: {exc.message}") from None
 
 
-def instance_images(instance: Instance, indices: Any) -> list[np.ndarray]:
-    return [_load(instance, "image", k, load_image) for k in _indices(instance, indices)]
+def instance_images(instance: Instance, indices: Any, decoder: Decoder = INLINE) -> list[np.ndarray]:
+    """``decoder``: the response's (:attr:`~.response.Response.decoder`), so they decode where its media do."""
+    return [_load(instance, "image", k, decoder.image) for k in _indices(instance, indices)]
 
 
-def instance_audios(instance: Instance, indices: Any, sample_rate: int | None = None) -> list[tuple[np.ndarray, int]]:
-    return [_load(instance, "audio", k, lambda p: load_audio(p, sample_rate)) for k in _indices(instance, indices)]
+def instance_audios(
+    instance: Instance, indices: Any, sample_rate: int | None = None, decoder: Decoder = INLINE
+) -> list[tuple[np.ndarray, int]]:
+    return [_load(instance, "audio", k, lambda p: decoder.audio(p, sample_rate)) for k in _indices(instance, indices)]

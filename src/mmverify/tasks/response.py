@@ -1,6 +1,7 @@
 """A generation's parts with their media resolved, as tasks see them.
 
-Media are decoded on demand through :mod:`mmverify.core.media`.  A file that cannot be decoded was
+Media are decoded on demand through :mod:`mmverify.core.media`, in the calling thread or, for items
+scored together, in decoding processes (:mod:`mmverify.core.decoding`).  A file that cannot be decoded was
 written by the model, so it becomes a :class:`GenerationFault` (scored 0); a file that is not there
 is the user's problem (:class:`ScoringError`, ``missing_media``).
 """
@@ -14,7 +15,8 @@ from typing import Sequence, Union
 import numpy as np
 
 from ..core.errors import ErrorCode, GenerationFault, ScoringError
-from ..core.media import DEFAULT_LIMITS, MediaError, MediaLimits, MediaReason, load_audio, load_image
+from ..core.decoding import INLINE, Decoder
+from ..core.media import DEFAULT_LIMITS, MediaError, MediaLimits, MediaReason
 
 MediaRef = Union[Path, bytes]
 
@@ -30,9 +32,10 @@ class ResolvedPart:
 
 
 class Response:
-    def __init__(self, parts: Sequence[ResolvedPart], limits: MediaLimits = DEFAULT_LIMITS) -> None:
+    def __init__(self, parts: Sequence[ResolvedPart], limits: MediaLimits = DEFAULT_LIMITS, decoder: Decoder = INLINE) -> None:
         self.parts = tuple(parts)
         self.limits = limits
+        self.decoder = decoder  # also for the instance's own media (see tasks/media.py)
 
     def of_type(self, kind: str) -> list[ResolvedPart]:
         return [part for part in self.parts if part.type == kind]
@@ -53,12 +56,12 @@ class Response:
 
     def images(self) -> list[np.ndarray]:
         """Every image part decoded to uint8 RGB."""
-        return [self._decode(p, lambda src: load_image(src, self.limits), "image") for p in self.of_type("image")]
+        return [self._decode(p, lambda src: self.decoder.image(src, self.limits), "image") for p in self.of_type("image")]
 
     def audios(self, sample_rate: int | None = None) -> list[tuple[np.ndarray, int]]:
         """Every audio part decoded to mono float32 (resampled when ``sample_rate`` is given)."""
         return [
-            self._decode(p, lambda src: load_audio(src, sample_rate, self.limits), "audio")
+            self._decode(p, lambda src: self.decoder.audio(src, sample_rate, self.limits), "audio")
             for p in self.of_type("audio")
         ]
 

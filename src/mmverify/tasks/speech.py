@@ -283,7 +283,7 @@ class SpeechImitate(SpeechTask):
     def score(self, instance: Instance, response: Response) -> Check:
         text = require_text(instance, "text")
         audio = self.clip(response)
-        references = instance_audios(instance, require_field(instance, "audio_list"), SAMPLE_RATE)
+        references = instance_audios(instance, require_field(instance, "audio_list"), SAMPLE_RATE, response.decoder)
         if len(references) != 1:
             raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: expected one reference speaker, got {len(references)}")
         transcript = self.transcript(audio)
