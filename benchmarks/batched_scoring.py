@@ -221,7 +221,8 @@ def worker_rates(
         context = ScoringContext(models=spec_for(shape), device=args.device, precision=args.precision, env=env, cache_dir=root / "cache")
 
         def run(source: Path, out: Path) -> Path:
-            config = ScoreConfig(source, out, workers=args.workers, in_flight=flight, timeout=None, context=context)
+            decoding = args.decode_processes if flight > 1 and args.workers == 1 else 0
+            config = ScoreConfig(source, out, workers=args.workers, in_flight=flight, decode_processes=decoding, timeout=None, context=context)
             return run_score(config).results_path
 
         run(warm, root / f"warm-{label}-{name.split()[0]}")
@@ -255,6 +256,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=0, help="also score with `mmverify score --workers N` (0: skip)")
     parser.add_argument("--workers-only", action="store_true", help="with --workers: only the `mmverify score` rows")
     parser.add_argument("--tasks", default="clap,whisper", help="which tasks to score: clap, whisper or both (comma-separated)")
+    parser.add_argument("--decode-processes", type=int, default=0, help="processes decoding the media of items scored together (with one worker)")
     args = parser.parse_args()
     tasks = set(args.tasks.split(","))
     if not tasks or not tasks <= {"clap", "whisper"}:
@@ -284,7 +286,8 @@ def main() -> None:
             def build(flight: int, shape: int, features: str) -> Reward:
                 models = spec.format(options=f"batch_size={shape}&features={features}&rows={args.rows}")
                 return Reward(
-                    models=models, device=args.device, precision=args.precision, env=env, in_flight=flight, cache_dir=root / "cache"
+                    models=models, device=args.device, precision=args.precision, env=env, in_flight=flight, cache_dir=root / "cache",
+                    decode_processes=args.decode_processes if flight > 1 else 0,
                 )
 
             return build
@@ -331,6 +334,8 @@ def print_setting(args: argparse.Namespace, sound_items: int, speech_items: int)
     print(f"{sound_items} CLAP and {speech_items} Whisper items of {args.clip_seconds:g} s, {size} random-init models on "
           f"{args.device}, {args.precision}, batch shape {args.batch_size}, rows {args.rows}, {args.in_flight} items in flight, "
           f"best of {args.repeats}", flush=True)  # fmt: skip
+    if args.decode_processes:
+        print(f"together: media decoded in {args.decode_processes} processes", flush=True)
     if args.baseline_items:
         print(f"before and one by one timed on the first {args.baseline_items} items", flush=True)
 

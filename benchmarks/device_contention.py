@@ -7,12 +7,13 @@ one row per setting:
 - items/s;
 - the share of the wall time the device thread spent running batches, their count, and the
   milliseconds each took;
-- the process's CPU use in cores;
+- the process's CPU use in cores (decoding processes not counted);
 - the share of a batch's time that the device thread spent on a CPU.
 
 The settings are the defaults, the interpreter's switch interval, a cap on the number of items that
 prepare at once (an item holds one of ``--prep-limits`` places while it decodes and combines, and
-gives it up while it waits for its batch), and other numbers of items in flight.  Compare the
+gives it up while it waits for its batch), media decoded in ``--decode-processes`` processes
+(:mod:`mmverify.core.decoding`), and other numbers of items in flight.  Compare the
 milliseconds per batch with *backend alone* (the same clips, prepared beforehand, through the
 backend at the batch shape).  A batch that takes much longer among item threads, with the device
 thread on a CPU for a small share of it, waits for the interpreter lock (waiting for a GPU may spin
@@ -71,9 +72,9 @@ class Probe:
             with probe.given_up():
                 return submit(round_, *args, **kwargs)
 
-        def limited_within(item: Any, timeout: Any) -> Any:
+        def limited_within(item: Any, timeout: Any, decoder: Any) -> Any:
             with probe.held():
-                return within(item, timeout)
+                return within(item, timeout, decoder)
 
         batching.BatchRound._run, batching.BatchRound.submit, batch._within = timed_run, waiting_submit, limited_within
 
@@ -128,6 +129,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--full", action="store_true", help="full-size CLAP (else the tiny test checkpoint)")
     parser.add_argument("--prep-limits", default="16,4,2", help="comma-separated caps on items preparing at once")
+    parser.add_argument("--decode-processes", default="4,8", help="comma-separated numbers of decoding processes")
     parser.add_argument("--first-only", action="store_true", help="only the first setting (to profile it: benchmarks/gil_summary.py)")
     args = parser.parse_args()
     from mmverify.envfix import install_torchvision_op_stubs
@@ -144,10 +146,13 @@ def main() -> None:
             for i, p in enumerate(clips)
         ]
 
-        def reward(in_flight: int, batch_size: int) -> Reward:
+        def reward(in_flight: int, batch_size: int, decode_processes: int = 0) -> Reward:
             models = f"audio_text=clap-hf@{clap}?batch_size={batch_size}&rows=packed"
-            built = Reward(models=models, device=args.device, env=env, in_flight=in_flight, cache_dir=root / "cache")
+            built = Reward(
+                models=models, device=args.device, env=env, in_flight=in_flight, cache_dir=root / "cache", decode_processes=decode_processes
+            )
             built.rows(items[:2])  # loads the model and indexes the references outside the timing
+            built.rows(items[: min(len(items), 4 * decode_processes)])  # and starts the decoding processes
             return built
 
         print_backend_alone(clap, clips, args)
@@ -161,6 +166,10 @@ def main() -> None:
         probe.trial("switch interval 50 ms", together, items, switch=0.05)
         for limit in (int(text) for text in args.prep_limits.split(",") if text):
             probe.trial(f"{limit} preparing at once", together, items, limit=limit)
+        for processes in (int(text) for text in args.decode_processes.split(",") if text):
+            decoding = reward(args.in_flight, args.batch_size, processes)
+            probe.trial(f"{processes} decoding processes", decoding, items)
+            decoding.close()
         probe.trial(f"{2 * args.in_flight} in flight", reward(2 * args.in_flight, args.batch_size), items)
 
 

@@ -4,7 +4,8 @@
 #   bash benchmarks/gpu_run.sh models    # CLAP and Whisper front ends; speaker, gender and DreamSim models
 #   bash benchmarks/gpu_run.sh scoring   # end-to-end items/s of a CLAP and a Whisper task (Reward API);
 #                                        # Whisper on 512 of the 2,048 items: a large-v3 encoder costs ~2 TFLOP a clip
-#   bash benchmarks/gpu_run.sh score     # CLAP through `mmverify score --workers 2` and `--workers 4`
+#   bash benchmarks/gpu_run.sh score     # CLAP with media decoded in 8 processes (Reward, `score --workers 1`),
+#                                        # then through `mmverify score --workers 2` and `--workers 4`
 #   bash benchmarks/gpu_run.sh all       # one call of under 10 minutes (a 15-minute device lease): the CLAP
 #                                        # figures first, then Whisper, DreamSim, speaker/gender, on smaller
 #                                        # workloads, and last where items scored together lose time
@@ -81,6 +82,9 @@ if [ "$quick" = 1 ]; then
         --check 2 "${size[@]}" ;;
     score)
       run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 \
+        --tasks clap --workers 1 --decode-processes 2 "${size[@]}"
+      mv "$out/batched_scoring.log" "$out/score_decoding.log"
+      run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 \
         --tasks clap --workers 2 --workers-only "${size[@]}"
       mv "$out/batched_scoring.log" "$out/score_workers_2.log" ;;
     all)
@@ -94,7 +98,7 @@ if [ "$quick" = 1 ]; then
       run dreamsim_batching 300 --device "$device" --pairs 4 --batch-size 2 --check 2 "${size[@]}"
       run clip_models 300 --device "$device" --clips 4 --batch-size 2 --check 2 "${size[@]}"
       run whisper_frontend 300 --device "$device" --clips 4 --batch-size 2 --numpy-clips 2 "${size[@]}"
-      run device_contention 300 --device "$device" --items 8 --in-flight 4 --batch-size 4 --prep-limits 2 ;;
+      run device_contention 300 --device "$device" --items 8 --in-flight 4 --batch-size 4 --prep-limits 2 --decode-processes 2 ;;
     profile)
       profile --device "$device" --items 16 --in-flight 8 --batch-size 4 ;;
   esac
@@ -110,8 +114,13 @@ case $part in
   scoring)
     run batched_scoring 540 --full --device "$device" --items 2048 --whisper-items 512 --in-flight 256 --batch-size 128 \
       --baseline-items 128 --repeats 1 --check 8 ;;
-  score)  # each worker process brings its own interpreter lock and model copy; `all` measures --workers 1
-    for workers in 2 4; do  # CLAP only (Whisper reaches 0.98 of its backend with one worker); 2 x 150 s
+  score)  # CLAP only (Whisper reaches 0.98 of its backend with one worker); 3 x 150 s
+    # media decoded in 8 processes, Reward and `score --workers 1` (`all` measures both without them)
+    run batched_scoring 150 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
+      --baseline-items 128 --repeats 1 --check 8 --tasks clap --workers 1 --decode-processes 8
+    mv "$out/batched_scoring.log" "$out/score_decoding.log"
+    # each worker process brings its own interpreter lock and model copy
+    for workers in 2 4; do
       run batched_scoring 150 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
         --baseline-items 128 --repeats 1 --tasks clap --workers "$workers" --workers-only
       mv "$out/batched_scoring.log" "$out/score_workers_$workers.log"

@@ -46,7 +46,10 @@ def gpu_run(part: str, out: Path, **env: str) -> subprocess.CompletedProcess:
             "dreamsim_batching": ["alone = in batch"],
         }),
         ("scoring", {"batched_scoring": ["identical rows", "a_sound_cot (CLAP)", "a_speech_translate (Whisper)", "8 CLAP and 4 Whisper items"]}),
-        ("score", {"score_workers_2": ["mmverify score --workers 2", "a_sound_cot (CLAP)", "8 CLAP and 0 Whisper items"]}),
+        ("score", {
+            "score_decoding": ["mmverify score --workers 1", "media decoded in 2 processes", "a_sound_cot (CLAP)", "identical rows"],
+            "score_workers_2": ["mmverify score --workers 2", "a_sound_cot (CLAP)", "8 CLAP and 0 Whisper items"],
+        }),
     ],
 )  # fmt: skip
 def test_each_part_runs_every_benchmark_and_each_prints_its_rows(tmp_path: Path, part: str, rows: dict[str, list[str]]):
@@ -76,7 +79,8 @@ def test_the_one_call_part_runs_each_benchmark_once_and_keeps_both_scoring_logs(
     assert "speaker (WavLM x-vector)" in (tmp_path / "clip_models.log").read_text()
     assert "alone = in batch" in (tmp_path / "dreamsim_batching.log").read_text()
     contention = (tmp_path / "device_contention.log").read_text()
-    assert "backend alone" in contention and "2 preparing at once" in contention and "8 in flight" in contention  # the last row
+    assert "backend alone" in contention and "2 preparing at once" in contention and "2 decoding processes" in contention
+    assert "8 in flight" in contention  # the last row
     assert len(list(tmp_path.glob("*.log"))) + 1 <= 8  # with machine.txt: what one device call brings back
 
 

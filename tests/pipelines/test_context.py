@@ -258,3 +258,16 @@ def test_a_reward_brings_its_settings_to_each_call_and_into_other_processes(tmp_
     done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(first), capture_output=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode().split() == ["cpu", "beat_tracker=librosa-beats", "1.0"]
+
+
+def test_serve_hands_its_decoding_processes_to_the_reward(monkeypatch):
+    from mmverify.core.decoding import DecodePool
+    from mmverify.pipelines import server as server_module
+
+    built = []
+    monkeypatch.setattr(server_module, "run", lambda config: built.append(server_module.build_reward(config)))
+    result = CliRunner().invoke(app, ["serve", "--port", "0", "--tasks", "a_sound_cot", "--decode-processes", "3"])
+    assert result.exit_code == 0, result.output
+    [reward] = built
+    assert reward.decode_processes == 3 and isinstance(reward._decoder, DecodePool) and reward._decoder.processes == 3
+    reward.close()

@@ -36,12 +36,18 @@ from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
+try:
+    import fcntl
+except ImportError:  # not a Unix system: a DecodePool refuses to start there
+    fcntl = None  # type: ignore[assignment]
+
 from .media import DEFAULT_LIMITS, MediaError, MediaLimits, MediaReason, MediaSource, load_audio, load_image
 
 __all__ = ["DecodePool", "Decoder", "INLINE", "InlineDecoder"]
 
 _POLL_S = 0.05  # how often a waiting thread wakes, so a deadline raised in it is delivered
 _HEADER = 4  # bytes of a message's header length (big-endian)
+_PIPE_BYTES = 1 << 20  # the default most an unprivileged process may ask for
 
 
 class Decoder(Protocol):
@@ -80,14 +86,14 @@ def _write(stream: BinaryIO, header: dict[str, Any], payload: bytes | memoryview
 
 
 def _read_exactly(stream: BinaryIO, size: int) -> bytearray:
-    chunks, left = [], size
-    while left:
-        chunk = stream.read(left)  # an unbuffered pipe may give part of it
-        if not chunk:
+    data = bytearray(size)  # writable: arrays are made on it without a copy
+    view, got = memoryview(data), 0
+    while got < size:
+        count = stream.readinto(view[got:])  # type: ignore[attr-defined]  (an unbuffered pipe may give part)
+        if not count:
             raise EOFError("the other end closed its pipe")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return bytearray().join(chunks)  # writable: arrays are made on it without a copy
+        got += count
+    return data
 
 
 def _read(stream: BinaryIO) -> tuple[dict[str, Any], bytearray]:
@@ -133,6 +139,19 @@ def _answer(header: dict[str, Any], payload: bytearray, replies: BinaryIO) -> No
 
 
 # -- the caller's side -------------------------------------------------------------------------------
+def _widen(pipe: Any) -> None:
+    """Let a reply of a few seconds of audio sit in the pipe whole, so it is read in one call (each
+    call gives the interpreter lock up and must win it back); Linux only, and only as far as allowed."""
+    if fcntl is None or not hasattr(fcntl, "F_SETPIPE_SZ"):
+        return
+    for size in (_PIPE_BYTES, _PIPE_BYTES // 4):
+        try:
+            fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, size)
+            return
+        except OSError:
+            continue
+
+
 class _Worker:
     def __init__(self) -> None:
         package_root = str(Path(__file__).resolve().parents[2])  # so a source tree on sys.path works too
@@ -141,6 +160,7 @@ class _Worker:
             [sys.executable, "-m", "mmverify.core.decoding"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, bufsize=0
         )
         self.ready = False
+        _widen(self.process.stdout)
 
     def call(self, header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytearray]:
         """Send a request and read its reply (the ready message first, once)."""
@@ -158,13 +178,16 @@ class _Worker:
             pass  # a deadline raised in this thread is delivered between these waits
         return _read(stdout)
 
-    def end(self) -> str:
-        """Stop the process whatever it is doing; how it ended, when it had ended by itself."""
-        try:
-            code = self.process.wait(timeout=_POLL_S)  # one that closed its pipe is exiting
-            ended = f"signal {-code}" if code < 0 else f"exit status {code}"
-        except subprocess.TimeoutExpired:
-            ended = "no exit status"
+    def end(self, exiting: bool = False) -> str:
+        """Stop the process whatever it is doing; how it ended, when it was ``exiting`` by itself
+        (its pipe closed)."""
+        ended = "killed"
+        if exiting:
+            try:
+                code = self.process.wait(timeout=_POLL_S)
+                ended = f"signal {-code}" if code < 0 else f"exit status {code}"
+            except subprocess.TimeoutExpired:
+                ended = "no exit status"
         self.process.kill()
         self.process.wait()
         for stream in (self.process.stdin, self.process.stdout):
@@ -240,21 +263,24 @@ class DecodePool:
                     self._workers.add(worker)
                     return worker
             try:
-                return self._idle.get(timeout=_POLL_S)
+                worker = self._idle.get(timeout=_POLL_S)
             except queue.Empty:
                 continue
+            if self._closed:  # freed by a decode that finished as the pool closed
+                raise RuntimeError("this decode pool is closed")
+            return worker
 
-    def _drop(self, worker: _Worker) -> str:
+    def _drop(self, worker: _Worker, exiting: bool = False) -> str:
         with self._lock:
             self._workers.discard(worker)
-        return worker.end()
+        return worker.end(exiting)
 
     def _decode(self, header: dict[str, Any], payload: bytes) -> Any:
         worker = self._take()
         try:
             reply, data = worker.call(header, payload)
         except (EOFError, BrokenPipeError):
-            ended = self._drop(worker)
+            ended = self._drop(worker, exiting=True)
             if self._closed:
                 raise RuntimeError("this decode pool was closed while decoding") from None
             if not worker.ready:

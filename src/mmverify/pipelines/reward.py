@@ -93,9 +93,7 @@ class Reward:
     ``in_flight``: how many items of a batch are scored at once, their model forwards merged into
     shared batches (rows are the same bytes as scored one by one; see :mod:`.batch`).
     ``decode_processes``: processes that decode those items' media (see
-    :mod:`mmverify.core.decoding`; the same rows), started on first use and ended by :meth:`close`.
-    Like every use of processes that are not forked, the script building the reward must guard its
-    entry point (``if __name__ == "__main__":``).
+    :mod:`mmverify.core.decoding`; the same rows), started as needed and ended by :meth:`close`.
     """
 
     task: str | Sequence[str] | None = None
@@ -173,6 +171,7 @@ class Reward:
         """End the decoding processes (a later call starts new ones); nothing else needs closing."""
         if isinstance(self._decoder, DecodePool):
             self._decoder.close()
+            self._decoder = DecodePool(self.decode_processes)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
