@@ -33,7 +33,8 @@ SUITE: dict[str, tuple[list[str], list[str]]] = {  # name: (full arguments, quic
     "dreamsim_batching": ([], ["--pairs", "8", "--batch-size", "4", "--repeats", "1", "--check", "4"]),
     "row_fill": ([], ["--batches", "200"]),
     "three_way_fit": ([], ["--sizes", "250,1000", "--repeats", "1"]),
-    "device_contention": ([], ["--items", "16", "--in-flight", "8", "--batch-size", "8", "--prep-limits", "2"]),
+    "device_contention": ([], ["--items", "16", "--in-flight", "8", "--batch-size", "8", "--prep-limits", "2", "--decode-processes", "1"]),
+    "decode_contention": ([], ["--threads", "4", "--batches", "5"]),
 }
 
 

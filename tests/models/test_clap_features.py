@@ -227,6 +227,25 @@ def test_waveform_batches_crop_and_pad_on_the_device():
         waveform_batch([short], WINDOW, "reflect")
 
 
+@pytest.mark.parametrize("padding", ["zero", "repeat"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rows_gathered_at_once_are_the_rows_filled_one_by_one(monkeypatch, padding, dtype):
+    """An accelerator fills every row in a few gathers instead of launches per row: the same samples."""
+    from mmverify.models import clap_features as module
+
+    rng = np.random.default_rng(11)
+    lengths = [1, 7, WINDOW - 1, WINDOW, WINDOW + 999, 2 * WINDOW, 3, WINDOW // 2 + 1, *rng.integers(1, 2 * WINDOW, 9)]
+    if padding == "zero":
+        lengths.insert(2, 0)  # an empty clip is all zeros (repeat-padding refuses it)
+    clips = [rng.standard_normal(n).astype(np.float32) for n in lengths]
+    by_rows = waveform_batch(clips, WINDOW, padding, dtype=dtype, gather=False)
+    for budget in (1 << 25, 3 * WINDOW):  # all rows in one gather; three rows per gather
+        monkeypatch.setattr(module, "_GATHER_ELEMENTS", budget)
+        gathered = waveform_batch(clips, WINDOW, padding, dtype=dtype, gather=True)
+        assert gathered.dtype == dtype and torch.equal(gathered, by_rows)
+    assert torch.equal(waveform_batch([np.zeros(0, np.float32)] * 2, WINDOW, "zero", gather=True), torch.zeros(2, WINDOW))
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
 def test_features_on_the_gpu_match_the_extractor(clips):
     extractor = make_extractor()

@@ -101,11 +101,14 @@ def waveform_batch(
     device: "torch.device | str" = "cpu",
     dtype: "torch.dtype | None" = None,
     digests: Sequence[str | None] | None = None,
+    gather: bool | None = None,
 ) -> "torch.Tensor":
     """``(len(clips), window)`` waveforms on ``device``: each mono clip cropped (content-seeded) and
     padded by ``padding`` ("zero" or "repeat").
 
-    All samples travel to the device in one copy; tiling and padding happen there.
+    All samples travel to the device in one copy; tiling and padding happen there, row by row on a
+    CPU, or for all rows at once by ``gather``-ing samples by index (the default on an accelerator,
+    where every row's copies would be kernel launches of their own).  Both copy the same samples.
     """
     import torch
 
@@ -115,19 +118,43 @@ def waveform_batch(
     cropped = [deterministic_crop(np.asarray(c, dtype=np.float32), window, d) for c, d in zip(clips, seeds)]
     if padding == "repeat" and any(c.shape[0] == 0 for c in cropped):
         raise ValueError("cannot repeat-pad an empty clip")
-    batch = torch.zeros((len(cropped), window), dtype=dtype, device=device)
-    if not cropped:
-        return batch
+    lengths = [clip.shape[0] for clip in cropped]
+    if not sum(lengths):
+        return torch.zeros((len(cropped), window), dtype=dtype, device=device)
     flat = torch.from_numpy(np.concatenate(cropped)).to(device=device)  # float32 travels; rows take ``dtype``
+    if gather if gather is not None else flat.device.type != "cpu":
+        return _gathered_rows(flat, lengths, window, padding, dtype)
+    batch = torch.zeros((len(cropped), window), dtype=dtype, device=device)
     start = 0
-    for row, clip in zip(batch, cropped):
-        length = clip.shape[0]
+    for row, length in zip(batch, lengths):
         if length:
             samples = flat[start : start + length]
             copies = filled_length(length, window, padding) // length
             row[: copies * length] = samples.repeat(copies) if copies > 1 else samples
         start += length
     return batch
+
+
+_GATHER_ELEMENTS = 1 << 25  # samples gathered per step: bounds the index tensor (8 bytes each)
+
+
+def _gathered_rows(flat: "torch.Tensor", lengths: list[int], window: int, padding: str, dtype: "torch.dtype") -> "torch.Tensor":
+    """The rows of :func:`waveform_batch` at once: sample ``p`` of a row is its clip's sample
+    ``p mod length`` up to the filled length, zero after."""
+    import torch
+
+    device = flat.device
+    starts = torch.tensor(np.cumsum([0, *lengths[:-1]]), device=device)[:, None]
+    periods = torch.tensor([max(length, 1) for length in lengths], device=device)[:, None]
+    filled = torch.tensor([filled_length(length, window, padding) for length in lengths], device=device)[:, None]
+    positions = torch.arange(window, device=device)[None, :]
+    step = max(1, _GATHER_ELEMENTS // window)
+    rows = []
+    for first in range(0, len(lengths), step):
+        part = slice(first, first + step)
+        index = (starts[part] + positions % periods[part]).clamp_(max=flat.numel() - 1)  # empty clips index nothing kept
+        rows.append(torch.where(positions < filled[part], flat[index].to(dtype), torch.zeros((), dtype=dtype, device=device)))
+    return torch.cat(rows) if len(rows) > 1 else rows[0]
 
 
 # -- mel filterbank --------------------------------------------------------------------------------
