@@ -335,7 +335,7 @@ def print_setting(args: argparse.Namespace, sound_items: int, speech_items: int)
           f"{args.device}, {args.precision}, batch shape {args.batch_size}, rows {args.rows}, {args.in_flight} items in flight, "
           f"best of {args.repeats}", flush=True)  # fmt: skip
     if args.decode_processes:
-        print(f"together: media decoded in {args.decode_processes} processes", flush=True)
+        print(f"together: media decoded by {args.decode_processes} decoding process(es)", flush=True)
     if args.baseline_items:
         print(f"before and one by one timed on the first {args.baseline_items} items", flush=True)
 

@@ -47,7 +47,7 @@ def gpu_run(part: str, out: Path, **env: str) -> subprocess.CompletedProcess:
         }),
         ("scoring", {"batched_scoring": ["identical rows", "a_sound_cot (CLAP)", "a_speech_translate (Whisper)", "8 CLAP and 4 Whisper items"]}),
         ("score", {
-            "score_decoding": ["mmverify score --workers 1", "media decoded in 2 processes", "a_sound_cot (CLAP)", "identical rows"],
+            "score_decoding": ["mmverify score --workers 1", "media decoded by 2 decoding process(es)", "a_sound_cot (CLAP)", "identical rows"],
             "score_workers_2": ["mmverify score --workers 2", "a_sound_cot (CLAP)", "8 CLAP and 0 Whisper items"],
         }),
     ],
