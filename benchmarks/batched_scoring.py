@@ -146,6 +146,8 @@ def compare(
     for label, flight, shape, features, scored_items in ways:
         reward = reward_for(flight, shape, features)
         reward.rows(items[:2])  # loads the model and indexes the references outside the timing
+        if flight > 1 and args.decode_processes:  # and starts the decoding processes
+            reward.rows(items[: 4 * args.decode_processes])
         rates[label], scored = best_rate(lambda: reward.rows(scored_items), len(scored_items), args.repeats)
         rows[label] = [json.dumps(row) for row in scored]
     same_shape = [json.dumps(row) for row in reward_for(1, args.batch_size, "torch").rows(items[: args.check])]
