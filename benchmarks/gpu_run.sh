@@ -136,7 +136,7 @@ case $part in
     run dreamsim_batching 60 --full --device "$device" --pairs 512 --batch-size 64 --repeats 1
     run clip_models 70 --full --device "$device" --clips 512 --batch-size 64 --repeats 1
     run whisper_frontend 30 --device "$device" --clips 512 --batch-size 64 --mels 128 --repeats 1
-    run device_contention 60 --full --device "$device" --items 1024 ;;
+    run device_contention 60 --full --device "$device" --items 1024 --prep-limits 4 --decode-processes 8 ;;
   profile)  # about a minute on an H100
     profile --full --device "$device" --items 1024 ;;
 esac

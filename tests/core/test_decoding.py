@@ -20,6 +20,7 @@ from mmverify.core.decoding import INLINE, DecodePool
 from mmverify.core.media import MediaError, MediaLimits, MediaReason
 from mmverify.pipelines.deadlines import deadline
 from mmverify.pipelines.execute import ItemTimeout
+from tests.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def _outcome(decode, *args):
     except MediaError as exc:
         return ("MediaError", exc.reason, exc.message)
     array, rate = result if isinstance(result, tuple) else (result, None)
-    return (array.tobytes(), array.dtype.str, array.shape, array.flags.c_contiguous, rate)
+    return (array.tobytes(), array.dtype.str, array.shape, array.flags.c_contiguous, array.flags.writeable, rate)
 
 
 AUDIO = {
@@ -89,7 +90,7 @@ def test_paths_and_limits_give_the_same_results_and_messages(pool, tmp_path, mon
     cases = [
         ("audio", ("clip.wav", 48_000)), ("audio", (tmp_path / "clip.wav", None)), ("audio", ("clip.wav", None, small)),
         ("audio", ("absent.wav",)), ("image", ("picture.png",)), ("image", ("picture.png", few_pixels)),
-        ("image", (tmp_path / "absent.png",)),
+        ("image", (tmp_path / "absent.png",)), ("audio", (tmp_path,)), ("image", (".",)),
     ]  # fmt: skip
     for kind, args in cases:
         here, there = _outcome(getattr(INLINE, kind), *args), _outcome(getattr(pool, kind), *args)
@@ -114,16 +115,68 @@ def test_threads_sharing_a_pool_each_get_their_own_input(pool):
     assert len({results[i][0] for i in results}) == len(clips)
 
 
-def test_a_worker_that_dies_fails_only_its_own_input(tmp_path):
+def _processes(pool: DecodePool) -> list:
+    shared = pool._shared
+    return [d.worker.process for d in shared.dispatchers if d.worker is not None] if shared else []
+
+
+def _decoding_a_fifo(pool: DecodePool, fifo: Path) -> tuple[threading.Thread, dict, int]:
+    """Start decoding ``fifo`` in a thread and return once the worker is inside the decode: the
+    test holds the FIFO's write end open and writes nothing, so the worker waits in its read."""
+    outcome: dict = {}
+
+    def decode() -> None:
+        try:
+            outcome["result"] = pool.audio(fifo)
+        except BaseException as exc:  # noqa: BLE001
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=decode)
+    thread.start()
+
+    def writer() -> int | None:
+        try:  # succeeds once a reader has the FIFO open: the worker is reading it
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            return None
+
+    return thread, outcome, wait_until(writer, message="the worker never opened the FIFO")
+
+
+def test_a_worker_that_dies_while_decoding_fails_only_its_own_input(tmp_path):
+    fifo = tmp_path / "held"
+    os.mkfifo(fifo)
     with DecodePool(1) as solo:
-        solo.audio(AUDIO["wav 44.1 kHz"])  # starts the one worker
-        [worker] = solo._workers
-        worker.process.send_signal(signal.SIGKILL)  # as a crash in a native decoder would end it
-        worker.process.wait()
-        with pytest.raises(MediaError) as failed:
-            solo.audio(AUDIO["wav 44.1 kHz"])
-        assert failed.value.reason == MediaReason.UNDECODABLE and "decoding ended its process" in failed.value.message
+        thread, outcome, writer = _decoding_a_fifo(solo, fifo)
+        [process] = _processes(solo)
+        process.send_signal(signal.SIGKILL)  # as a crash in a native decoder, or a kill for memory, would
+        thread.join()
+        os.close(writer)
+        error = outcome["error"]
+        assert isinstance(error, MediaError) and error.reason == MediaReason.UNDECODABLE and "signal 9" in error.message
         assert _outcome(solo.audio, AUDIO["flac 16 kHz"], 48_000) == _outcome(INLINE.audio, AUDIO["flac 16 kHz"], 48_000)
+
+
+def test_a_worker_stopped_by_a_termination_signal_is_not_the_inputs_fault(tmp_path):
+    fifo = tmp_path / "held"
+    os.mkfifo(fifo)
+    with DecodePool(1) as solo:
+        thread, outcome, writer = _decoding_a_fifo(solo, fifo)
+        [process] = _processes(solo)
+        process.send_signal(signal.SIGTERM)  # a service manager stopping everything
+        thread.join()
+        os.close(writer)
+        assert type(outcome["error"]) is RuntimeError and "signal 15" in str(outcome["error"])
+
+
+def test_a_worker_that_died_between_requests_is_replaced_unseen():
+    with DecodePool(1) as solo:
+        solo.audio(AUDIO["wav 44.1 kHz"])
+        [process] = _processes(solo)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        assert _outcome(solo.audio, AUDIO["wav 44.1 kHz"], 48_000) == _outcome(INLINE.audio, AUDIO["wav 44.1 kHz"], 48_000)
+        assert _processes(solo)[0].pid != process.pid
 
 
 def test_a_deadline_ends_a_hung_decode_and_its_worker(tmp_path):
@@ -131,20 +184,43 @@ def test_a_deadline_ends_a_hung_decode_and_its_worker(tmp_path):
     os.mkfifo(fifo)  # reading it blocks until a writer comes: the decode hangs for good
     with DecodePool(1) as solo:
         solo.audio(AUDIO["wav 44.1 kHz"])
-        [worker] = solo._workers
+        [process] = _processes(solo)
         with pytest.raises(ItemTimeout):
             with deadline(0.2):
                 solo.audio(fifo)
-        assert worker.process.poll() is not None and not solo._workers
+        wait_until(lambda: process.poll() is not None, message="the hung worker was not ended")
         assert _outcome(solo.audio, AUDIO["stereo 22.05 kHz"]) == _outcome(INLINE.audio, AUDIO["stereo 22.05 kHz"])
+
+
+def test_deadlines_while_waiting_for_a_worker_leave_the_pool_whole():
+    """Many items, one worker, deadlines firing while they wait for it or while it decodes theirs:
+    afterwards the pool still decodes, with a worker of its own count."""
+    long_clip = _wav(20.0, 44_100)
+    with DecodePool(1) as solo:
+        solo.audio(AUDIO["wav 44.1 kHz"])
+
+        def impatient(seconds: float) -> None:
+            try:
+                with deadline(seconds):
+                    solo.audio(long_clip, 48_000)
+            except ItemTimeout:
+                pass
+
+        threads = [threading.Thread(target=impatient, args=(0.005 * (1 + i % 8),)) for i in range(24)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert _outcome(solo.audio, AUDIO["wav 44.1 kHz"], 48_000) == _outcome(INLINE.audio, AUDIO["wav 44.1 kHz"], 48_000)
+        assert len(_processes(solo)) == 1
 
 
 def test_a_worker_that_cannot_start_is_an_error_not_a_bad_input(monkeypatch):
     monkeypatch.setattr(sys, "executable", str(Path(sys.executable).with_name("no-such-python")))
     with DecodePool(1) as solo:
-        with pytest.raises((RuntimeError, OSError)) as failed:
+        with pytest.raises(Exception) as failed:
             solo.audio(AUDIO["wav 44.1 kHz"])
-        assert not isinstance(failed.value, MediaError)
+        assert isinstance(failed.value, (RuntimeError, OSError)) and not isinstance(failed.value, MediaError)
 
 
 def test_a_python_that_exits_at_once_is_a_failed_start(monkeypatch, tmp_path):
@@ -157,9 +233,45 @@ def test_a_python_that_exits_at_once_is_a_failed_start(monkeypatch, tmp_path):
             solo.audio(AUDIO["wav 44.1 kHz"])
 
 
+def test_what_a_worker_prints_or_finds_in_the_callers_folder_changes_nothing(tmp_path, monkeypatch):
+    noisy = tmp_path / "site"
+    noisy.mkdir()
+    (noisy / "sitecustomize.py").write_text("print('hello from start-up')\n")  # would land in a stdout protocol
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "json.py").write_text("raise ImportError('a json.py of the user')\n")  # would shadow the standard library
+    (folder / "clip.wav").write_bytes(AUDIO["wav 44.1 kHz"])
+    monkeypatch.setenv("PYTHONPATH", str(noisy))
+    monkeypatch.chdir(folder)
+    with DecodePool(1) as solo:
+        assert _outcome(solo.audio, "clip.wav", 48_000) == _outcome(INLINE.audio, AUDIO["wav 44.1 kHz"], 48_000)
+
+
+def test_a_forked_child_decodes_with_workers_of_its_own(pool):
+    import warnings
+
+    pool.audio(AUDIO["wav 44.1 kHz"])  # the parent's workers are running
+    expected = _outcome(INLINE.audio, AUDIO["flac 16 kHz"], 48_000)
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking beside threads: the child only decodes
+        child = os.fork()
+    if child == 0:
+        try:
+            os.write(write, b"same" if _outcome(pool.audio, AUDIO["flac 16 kHz"], 48_000) == expected else b"differ")
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        said = answer.read()
+    os.waitpid(child, 0)
+    assert said == b"same"
+    assert _outcome(pool.audio, AUDIO["flac 16 kHz"], 48_000) == expected  # the parent's pool is untouched
+
+
 def test_a_closed_pool_refuses_work_and_a_pickled_one_starts_afresh(pool):
     copy = pickle.loads(pickle.dumps(pool))
-    assert copy.processes == pool.processes and not copy._workers
+    assert copy.processes == pool.processes and not _processes(copy)
     assert _outcome(copy.image, IMAGES["rgb png"]) == _outcome(INLINE.image, IMAGES["rgb png"])
     copy.close()
     with pytest.raises(RuntimeError, match="closed"):

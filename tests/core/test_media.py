@@ -86,6 +86,9 @@ def test_missing_and_oversized_files(tmp_path: Path):
     with pytest.raises(MediaError) as info:
         load_image(path, MediaLimits(max_bytes=10))
     assert info.value.reason == MediaReason.TOO_LARGE
+    with pytest.raises(MediaError) as info:  # a folder where a file was named: the user's problem, typed
+        load_audio(tmp_path)
+    assert info.value.reason == MediaReason.MISSING and "cannot read" in info.value.message
 
 
 def _wav(samples: np.ndarray, rate: int, subtype: str = "FLOAT") -> bytes:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from mmverify.api import score_items
+from mmverify.core.decoding import DecodePool
 from mmverify.models.clap import HFClap
 from mmverify.models.whisper import HFWhisper
 from mmverify.references import sets
@@ -65,8 +66,8 @@ def test_batched_rows_are_byte_identical_to_one_by_one(tmp_path, monkeypatch, ti
     # interleave tasks so that requests of different backends and kinds meet in one round
     items = items[::2] + items[1::2]
 
-    calls = {"clap": 0, "whisper": 0}
-    for cls, name, method in ((HFClap, "clap", "_compute_audio"), (HFWhisper, "whisper", "_decode")):
+    calls = {"clap": 0, "whisper": 0, "decoding processes": 0}
+    for cls, name, method in ((HFClap, "clap", "_compute_audio"), (HFWhisper, "whisper", "_decode"), (DecodePool, "decoding processes", "audio")):
         original = getattr(cls, method)
 
         def counted(self, *args, _original=original, _name=name, **kwargs):
@@ -84,7 +85,7 @@ def test_batched_rows_are_byte_identical_to_one_by_one(tmp_path, monkeypatch, ti
         before = dict(calls)
         rows = score_items(items, base_dir=tmp_path, instructions=instructions, in_flight=in_flight, decode_processes=decode_processes)
         runs[in_flight, decode_processes] = [json.dumps(row, sort_keys=False) for row in rows]
-        counts[in_flight] = {name: calls[name] - before[name] for name in calls}
+        counts[in_flight, decode_processes] = {name: calls[name] - before[name] for name in calls}
 
     one_by_one, together, decoded_apart = runs[1, 0], runs[6, 0], runs[6, 2]
     statuses = [json.loads(line)["status"] for line in one_by_one]
@@ -92,8 +93,12 @@ def test_batched_rows_are_byte_identical_to_one_by_one(tmp_path, monkeypatch, ti
     assert statuses.count("scored") >= len(items) - 3 and "error" in statuses, errors  # the broken clip, at least
     assert together == one_by_one
     assert decoded_apart == one_by_one  # media decoded in processes: the same arrays, the same rows
+    # every clip but those of each task's first item (scored alone, as a task's first use is, in
+    # its own thread; the first item's task was warmed before) went through them, and only there
+    cold = len({item["task"] for item in items}) - 1
+    assert counts[6, 2]["decoding processes"] >= len(items) - cold and counts[6, 0]["decoding processes"] == 0, counts
     # scored together, the same clips and pieces went through fewer (fuller) model batches
-    assert counts[6]["clap"] < counts[1]["clap"] and counts[6]["whisper"] < counts[1]["whisper"], counts
+    assert counts[6, 0]["clap"] < counts[1, 0]["clap"] and counts[6, 0]["whisper"] < counts[1, 0]["whisper"], counts
 
 
 def test_judged_items_in_flight_ask_concurrently_and_score_the_same_bytes(tmp_path, vlm_env, mmmg_instructions):

@@ -8,46 +8,51 @@ back.  A :class:`DecodePool` decodes in worker processes instead, so an item thr
 its arrays.  A worker runs the same functions of :mod:`.media` on the same bytes, so the arrays,
 and the rows scored from them, are the same.
 
-Each worker decodes one input at a time, so what happens to it belongs to that input:
+Each worker process belongs to one dispatcher thread of the pool, which hands it one request at a
+time; item threads only queue requests and wait for the answers.  A deadline raised in an item
+thread therefore never strands a worker, and what happens to a worker belongs to its request:
 
-* a worker that dies while decoding (a crash inside a native decoder, a kill for memory) makes
-  its input a :class:`~.media.MediaError` of reason ``media_undecodable``; the pool starts another;
-* a thread that gives up waiting (its item's deadline) ends its worker, which stops a runaway decode;
-* an input the decoder refuses is the same :class:`~.media.MediaError` as in the calling thread;
-  any other failure there is a ``RuntimeError`` naming the original exception.
+* a worker that dies while decoding -- a crash inside a native decoder, a kill for memory --
+  makes its input a :class:`~.media.MediaError` of reason ``media_undecodable``; one stopped by a
+  termination signal (a service shutting down) is a ``RuntimeError``, not the input's fault;
+* a worker found dead between requests is replaced before the next one;
+* a request whose item gave up waiting (its deadline) ends its worker, which stops a runaway decode;
+* an input the decoder refuses is the same :class:`~.media.MediaError` as in the calling thread,
+  an out-of-memory failure a ``MemoryError``; anything else a ``RuntimeError`` naming it.
 
-Workers are started with ``python -m mmverify.core.decoding`` and speak a small framed protocol on
-their standard input and output (a JSON header, then raw bytes), so nothing is unpickled and the
-caller's main module is never imported again (as :mod:`multiprocessing` would).  Unix only.
+Workers run :mod:`.decode_worker` (JSON headers and raw bytes: nothing is unpickled), started from
+a fixed command, so the caller's main module is never imported again, as :mod:`multiprocessing`
+would.  A pool copied into a forked child starts its own workers there.  Unix only.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import queue
-import select
+import selectors
 import signal
 import subprocess
 import sys
 import threading
+import weakref
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, Protocol
 
 import numpy as np
+
+from .decode_worker import BOOTSTRAP, READY, ProtocolError, read_message, write_message
+from .media import DEFAULT_LIMITS, MediaError, MediaLimits, MediaReason, MediaSource, load_audio, load_image
 
 try:
     import fcntl
 except ImportError:  # not a Unix system: a DecodePool refuses to start there
     fcntl = None  # type: ignore[assignment]
 
-from .media import DEFAULT_LIMITS, MediaError, MediaLimits, MediaReason, MediaSource, load_audio, load_image
-
 __all__ = ["DecodePool", "Decoder", "INLINE", "InlineDecoder"]
 
-_POLL_S = 0.05  # how often a waiting thread wakes, so a deadline raised in it is delivered
-_HEADER = 4  # bytes of a message's header length (big-endian)
-_PIPE_BYTES = 1 << 20  # the default most an unprivileged process may ask for
+_POLL_S = 0.05  # how often a waiting thread wakes: a deadline raised in it is delivered, a dispatcher sees it
+_PIPE_BYTES = 1 << 20  # a reply pipe this wide holds a few seconds of audio whole: read in one call
+_STOPPED = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}  # endings that are not the input's fault
 
 
 class Decoder(Protocol):
@@ -75,161 +80,226 @@ class InlineDecoder:
 INLINE = InlineDecoder()
 
 
-# -- the protocol: a header length, a JSON header, then ``header["size"]`` bytes ---------------------
-def _write(stream: BinaryIO, header: dict[str, Any], payload: bytes | memoryview = b"") -> None:
-    encoded = json.dumps({**header, "size": len(payload)}).encode()
-    for data in (memoryview(len(encoded).to_bytes(_HEADER, "big") + encoded), memoryview(payload)):
-        while data:
-            written = stream.write(data)  # an unbuffered pipe may take part of it
-            data = data[written if written is not None else len(data) :]
-    stream.flush()
-
-
-def _read_exactly(stream: BinaryIO, size: int) -> bytearray:
-    data = bytearray(size)  # writable: arrays are made on it without a copy
-    view, got = memoryview(data), 0
-    while got < size:
-        count = stream.readinto(view[got:])  # type: ignore[attr-defined]  (an unbuffered pipe may give part)
-        if not count:
-            raise EOFError("the other end closed its pipe")
-        got += count
-    return data
-
-
-def _read(stream: BinaryIO) -> tuple[dict[str, Any], bytearray]:
-    header = json.loads(_read_exactly(stream, int.from_bytes(_read_exactly(stream, _HEADER), "big")))
-    return header, _read_exactly(stream, header["size"])
-
-
-def _request(kind: str, source: MediaSource, sample_rate: int | None, limits: MediaLimits) -> tuple[dict[str, Any], bytes]:
-    header: dict[str, Any] = {"kind": kind, "rate": sample_rate, "limits": vars(limits)}
-    if isinstance(source, bytes):
-        return header, source
-    # the path as given, read from this process's working folder: messages name it as here
-    return {**header, "path": os.fsdecode(source), "cwd": os.getcwd()}, b""
-
-
-def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
-    """A worker's loop: decode each request until the input closes."""
-    try:
-        _write(replies, {"ready": True})
-        while True:
-            _answer(*_read(requests), replies)
-    except (EOFError, BrokenPipeError):
-        return  # the caller closed its end, or went away
-
-
-def _answer(header: dict[str, Any], payload: bytearray, replies: BinaryIO) -> None:
-    if "cwd" in header and header["cwd"] != os.getcwd():
-        os.chdir(header["cwd"])
-    source: MediaSource = header["path"] if "path" in header else bytes(payload)
-    limits = MediaLimits(**header["limits"])
-    try:
-        if header["kind"] == "image":
-            array, rate = load_image(source, limits), None
+class _Request:
+    def __init__(self, kind: str, source: MediaSource, sample_rate: int | None, limits: MediaLimits) -> None:
+        self.header: dict[str, Any] = {"kind": kind, "rate": sample_rate, "limits": vars(limits)}
+        self.payload = b""
+        if isinstance(source, bytes):
+            self.payload = source
         else:
-            array, rate = load_audio(source, header["rate"], limits)
-    except MediaError as exc:
-        _write(replies, {"media_error": [exc.reason, exc.message]})
-    except Exception as exc:  # noqa: BLE001  (reported to the caller, which raises it)
-        _write(replies, {"error": f"{type(exc).__name__}: {exc}"})
-    else:
-        array = np.ascontiguousarray(array)
-        _write(replies, {"dtype": array.dtype.str, "shape": list(array.shape), "rate": rate}, memoryview(array).cast("B"))
+            path = os.fsdecode(source)
+            self.header["path"] = path  # as given: messages name it as decoding here would
+            if not os.path.isabs(path):
+                self.header["cwd"] = os.getcwd()  # read from this process's working folder
+        self.result: tuple[np.ndarray, int | None] | None = None
+        self.error: BaseException | None = None
+        self.abandoned = False  # its item stopped waiting
+        # a plain lock, held until answered: a deadline landing in the waiting thread cannot leave it taken
+        self.answered = threading.Lock()
+        self.answered.acquire()
 
-
-# -- the caller's side -------------------------------------------------------------------------------
-def _widen(pipe: Any) -> None:
-    """Let a reply of a few seconds of audio sit in the pipe whole, so it is read in one call (each
-    call gives the interpreter lock up and must win it back); Linux only, and only as far as allowed."""
-    if fcntl is None or not hasattr(fcntl, "F_SETPIPE_SZ"):
-        return
-    for size in (_PIPE_BYTES, _PIPE_BYTES // 4):
-        try:
-            fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, size)
-            return
-        except OSError:
-            continue
+    def answer(self, result: tuple[np.ndarray, int | None] | None = None, error: BaseException | None = None) -> None:
+        self.result, self.error = result, error
+        self.answered.release()
 
 
 class _Worker:
+    """One decoding process, its request pipe (its standard input) and its reply pipe."""
+
     def __init__(self) -> None:
-        package_root = str(Path(__file__).resolve().parents[2])  # so a source tree on sys.path works too
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
-        self.process = subprocess.Popen(  # unbuffered: select() sees every byte not yet read
-            [sys.executable, "-m", "mmverify.core.decoding"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, bufsize=0
-        )
+        package_root = str(Path(__file__).resolve().parents[2])
+        reply_read, reply_write = os.pipe()
+        try:
+            if fcntl is not None and hasattr(fcntl, "F_SETPIPE_SZ"):
+                try:
+                    fcntl.fcntl(reply_read, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+                except OSError:
+                    pass  # over the system's limit: replies take a few reads
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", BOOTSTRAP, str(reply_write), package_root], stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL, pass_fds=(reply_write,), start_new_session=True,  # a group's signals are the caller's
+            )  # fmt: skip
+        except BaseException:
+            os.close(reply_read)
+            raise
+        finally:
+            os.close(reply_write)
+        self.replies = os.fdopen(reply_read, "rb", buffering=0)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.replies, selectors.EVENT_READ)
         self.ready = False
-        _widen(self.process.stdout)
 
-    def call(self, header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytearray]:
-        """Send a request and read its reply (the ready message first, once)."""
-        assert self.process.stdin is not None and self.process.stdout is not None
-        if not self.ready:
-            self._reply()
-            self.ready = True
-        _write(self.process.stdin, header, payload)
-        return self._reply()
+    def reply(self, request: _Request | None, shared: "_Shared") -> tuple[dict[str, Any], bytearray] | None:
+        """The next message; None when ``request`` was given up or the pool closed meanwhile."""
+        while not self.selector.select(_POLL_S):
+            if shared.closed or (request is not None and request.abandoned):
+                return None
+        return read_message(self.replies)
 
-    def _reply(self) -> tuple[dict[str, Any], bytearray]:
-        stdout = self.process.stdout
-        assert stdout is not None
-        while not select.select([stdout], [], [], _POLL_S)[0]:
-            pass  # a deadline raised in this thread is delivered between these waits
-        return _read(stdout)
+    def ended(self) -> int:
+        """The exit status of a process whose pipe closed (it is exiting)."""
+        try:
+            return self.process.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self.end()
+            return -signal.SIGKILL
 
-    def end(self, exiting: bool = False) -> str:
-        """Stop the process whatever it is doing; how it ended, when it was ``exiting`` by itself
-        (its pipe closed)."""
-        ended = "killed"
-        if exiting:
-            try:
-                code = self.process.wait(timeout=_POLL_S)
-                ended = f"signal {-code}" if code < 0 else f"exit status {code}"
-            except subprocess.TimeoutExpired:
-                ended = "no exit status"
+    def end(self) -> None:
         self.process.kill()
         self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                try:
-                    stream.close()
-                except OSError:
-                    pass
-        return ended
+        for stream in (self.process.stdin, self.replies):
+            try:
+                stream.close()  # type: ignore[union-attr]
+            except (OSError, AttributeError):
+                pass
+        self.selector.close()
+
+
+class _Shared:
+    """What the pool and its dispatcher threads share (the threads hold no reference to the pool,
+    so a dropped pool is collected, and its finalizer stops them)."""
+
+    def __init__(self, processes: int) -> None:
+        self.requests: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
+        self.closed = False
+        self.dispatchers = [_Dispatcher(self) for _ in range(processes)]
+
+    def shutdown(self) -> None:
+        self.closed = True
+        for _ in self.dispatchers:
+            self.requests.put(None)
+
+
+class _Dispatcher(threading.Thread):
+    """Hands one worker process one request at a time."""
+
+    def __init__(self, shared: _Shared) -> None:
+        super().__init__(name="mmverify-decoding", daemon=True)
+        self.shared = shared
+        self.worker: _Worker | None = None
+
+    def run(self) -> None:
+        try:
+            while True:
+                request = self.shared.requests.get()
+                if request is None:
+                    return
+                if self.shared.closed:
+                    request.answer(error=RuntimeError("this decode pool is closed"))
+                elif not request.abandoned:
+                    self._serve(request)
+        finally:
+            self._retire()
+
+    def _retire(self) -> None:
+        if self.worker is not None:
+            self.worker.end()
+            self.worker = None
+
+    def _serve(self, request: _Request) -> None:
+        try:
+            result = self._decode(request)
+        except BaseException as exc:  # noqa: BLE001  (every request gets its answer)
+            request.answer(error=exc)
+        else:
+            request.answer(result)
+
+    def _live_worker(self) -> _Worker:
+        """This dispatcher's worker, started (or replaced, when it died between requests) and ready."""
+        worker = self.worker
+        if worker is not None and worker.process.poll() is None:
+            return worker
+        self._retire()
+        worker = self.worker = _Worker()
+        try:
+            message = worker.reply(None, self.shared)
+            problem = "the pool closed" if message is None else None if message[0].get("ready") == READY else "no ready message"
+        except (EOFError, ProtocolError):
+            problem = _ending(worker.ended())
+        if problem is not None:
+            self._retire()
+            raise RuntimeError(f"a decoding process failed to start ({problem})")
+        return worker
+
+    def _decode(self, request: _Request) -> tuple[np.ndarray, int | None]:
+        worker = self._live_worker()
+        if request.abandoned:  # while its worker started: nothing to stop
+            raise RuntimeError("the decode was given up")
+        try:
+            try:
+                write_message(worker.process.stdin, request.header, request.payload)  # type: ignore[arg-type]
+            except BrokenPipeError:  # died before reading the request: not this input's doing
+                self._retire()
+                worker = self._live_worker()
+                write_message(worker.process.stdin, request.header, request.payload)  # type: ignore[arg-type]
+            message = worker.reply(request, self.shared)
+        except (EOFError, BrokenPipeError, ProtocolError):
+            raise self._death(worker) from None
+        if message is None:  # given up, or the pool closed: the decode cannot be stopped but by its process
+            self._retire()
+            raise RuntimeError("the decode was given up")
+        return _result(*message)
+
+    def _death(self, worker: _Worker) -> BaseException:
+        code = worker.ended()
+        self._retire()
+        if self.shared.closed:
+            return RuntimeError("this decode pool was closed while decoding")
+        if code < 0 and -code in _STOPPED:
+            return RuntimeError(f"a decoding process was stopped ({_ending(code)})")
+        return MediaError(MediaReason.UNDECODABLE, f"decoding ended its process ({_ending(code)}: a crash in the decoder, or a kill for memory)")
+
+
+def _ending(code: int) -> str:
+    return f"signal {-code}" if code < 0 else f"exit status {code}"
+
+
+def _result(header: dict[str, Any], data: bytearray) -> tuple[np.ndarray, int | None]:
+    if "media_error" in header:
+        raise MediaError(*header["media_error"])
+    if header.get("out_of_memory"):
+        raise MemoryError()
+    if "error" in header:
+        raise RuntimeError(f"decoding failed in its process: {header['error']}")
+    array = np.frombuffer(data, dtype=np.dtype(header["dtype"])).reshape(header["shape"])
+    array.flags.writeable = bool(header["writeable"])  # as decoding here would leave it
+    return array, header["rate"]
 
 
 class DecodePool:
-    """Decodes in up to ``processes`` worker processes, started as they are needed; :meth:`close`
-    ends them.  A pickled pool is unpickled without workers, with its number of processes."""
+    """Decodes in up to ``processes`` worker processes, started as requests need them;
+    :meth:`close` ends them (so does dropping the pool).  A pickled pool is unpickled without
+    workers, with its number of processes; so is one inherited by a forked child, on first use."""
 
     def __init__(self, processes: int) -> None:
         if processes < 1:
             raise ValueError("a decode pool needs at least 1 process")
         if os.name == "nt":
-            raise RuntimeError("decoding processes need a Unix system (their pipes are waited on with select)")
+            raise RuntimeError("decoding processes need a Unix system")
         self.processes = processes
         self._lock = threading.Lock()
-        self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
-        self._workers: set[_Worker] = set()
+        self._shared: _Shared | None = None
+        self._pid = os.getpid()
         self._closed = False
 
     def image(self, source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> np.ndarray:
-        array, _ = self._decode(*_request("image", source, None, limits))
+        array, _ = self._decode(_Request("image", source, None, limits))
         return array
 
     def audio(
         self, source: MediaSource, sample_rate: int | None = None, limits: MediaLimits = DEFAULT_LIMITS
     ) -> tuple[np.ndarray, int]:
-        return self._decode(*_request("audio", source, sample_rate, limits))
+        return self._decode(_Request("audio", source, sample_rate, limits))  # type: ignore[return-value]
 
     def close(self) -> None:
-        """End every worker; decodes still running raise RuntimeError, and so do later calls."""
+        """End every worker; decodes still running, and later calls, raise RuntimeError."""
         with self._lock:
             self._closed = True
-            workers, self._workers = self._workers, set()
-        for worker in workers:
-            worker.end()
+            shared, self._shared = self._shared, None
+        if shared is not None and self._pid == os.getpid():
+            shared.shutdown()
+            for dispatcher in shared.dispatchers:
+                dispatcher.join()
 
     def __enter__(self) -> "DecodePool":
         return self
@@ -237,75 +307,36 @@ class DecodePool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        for worker in getattr(self, "_workers", ()):
-            worker.process.kill()
-            worker.process.wait()
-
     def __getstate__(self) -> dict[str, int]:
         return {"processes": self.processes}
 
     def __setstate__(self, state: dict[str, int]) -> None:
         self.__init__(state["processes"])  # type: ignore[misc]
 
-    def _take(self) -> _Worker:
-        """An idle worker, a new one while there are fewer than ``processes``, else the next freed."""
-        while True:
-            with self._lock:
-                if self._closed:
-                    raise RuntimeError("this decode pool is closed")
-                try:
-                    return self._idle.get_nowait()
-                except queue.Empty:
-                    pass
-                if len(self._workers) < self.processes:
-                    worker = _Worker()
-                    self._workers.add(worker)
-                    return worker
-            try:
-                worker = self._idle.get(timeout=_POLL_S)
-            except queue.Empty:
-                continue
-            if self._closed:  # freed by a decode that finished as the pool closed
-                raise RuntimeError("this decode pool is closed")
-            return worker
-
-    def _drop(self, worker: _Worker, exiting: bool = False) -> str:
+    def _started(self) -> _Shared:
         with self._lock:
-            self._workers.discard(worker)
-        return worker.end(exiting)
-
-    def _decode(self, header: dict[str, Any], payload: bytes) -> Any:
-        worker = self._take()
-        try:
-            reply, data = worker.call(header, payload)
-        except (EOFError, BrokenPipeError):
-            ended = self._drop(worker, exiting=True)
             if self._closed:
-                raise RuntimeError("this decode pool was closed while decoding") from None
-            if not worker.ready:
-                raise RuntimeError(f"a decoding process failed to start ({ended})") from None
-            raise MediaError(
-                MediaReason.UNDECODABLE, f"decoding ended its process ({ended}: a crash in the decoder, or a kill for memory)"
-            ) from None
-        except BaseException:  # a deadline or an interrupt: the worker may still be decoding
-            self._drop(worker)
+                raise RuntimeError("this decode pool is closed")
+            if self._pid != os.getpid():  # a forked copy: the parent's workers and threads are not ours
+                self._shared, self._pid = None, os.getpid()
+            if self._shared is None:
+                shared = self._shared = _Shared(self.processes)
+                for dispatcher in shared.dispatchers:
+                    dispatcher.start()
+                weakref.finalize(self, shared.shutdown)
+            return self._shared
+
+    def _decode(self, request: _Request) -> tuple[np.ndarray, int | None]:
+        shared = self._started()
+        try:
+            shared.requests.put(request)
+            while not request.answered.acquire(timeout=_POLL_S):  # a deadline raised here is delivered between waits
+                if shared.closed and not any(dispatcher.is_alive() for dispatcher in shared.dispatchers):
+                    raise RuntimeError("this decode pool is closed")  # queued as it closed: nobody will answer
+        except BaseException:
+            request.abandoned = True  # its dispatcher ends the worker rather than finish the decode
             raise
-        self._idle.put(worker)
-        if "media_error" in reply:
-            raise MediaError(*reply["media_error"])
-        if "error" in reply:
-            raise RuntimeError(f"decoding failed in its process: {reply['error']}")
-        array = np.frombuffer(data, dtype=np.dtype(reply["dtype"])).reshape(reply["shape"])
-        return array, reply["rate"]
-
-
-def _main() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    replies = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # whatever a library prints goes to stderr, not into the replies
-    _serve(sys.stdin.buffer, replies)
-
-
-if __name__ == "__main__":
-    _main()
+        if request.error is not None:
+            raise request.error
+        assert request.result is not None
+        return request.result

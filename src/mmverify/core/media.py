@@ -75,7 +75,10 @@ def read_bytes(source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> byt
             raise MediaError(MediaReason.MISSING, f"no such file: {path}") from None
         if size > limits.max_bytes:
             raise MediaError(MediaReason.TOO_LARGE, f"{path} is {size} bytes (limit {limits.max_bytes})")
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as exc:  # a folder, a file this process may not read
+            raise MediaError(MediaReason.MISSING, f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
     if not data:
         raise MediaError(MediaReason.EMPTY, "zero-length media")
     if len(data) > limits.max_bytes:

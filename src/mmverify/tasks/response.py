@@ -1,9 +1,10 @@
 """A generation's parts with their media resolved, as tasks see them.
 
-Media are decoded on demand through :mod:`mmverify.core.media`, in the calling thread or, for items
-scored together, in decoding processes (:mod:`mmverify.core.decoding`).  A file that cannot be decoded was
-written by the model, so it becomes a :class:`GenerationFault` (scored 0); a file that is not there
-is the user's problem (:class:`ScoringError`, ``missing_media``).
+Media are decoded on demand through :mod:`mmverify.core.media`, in the calling thread or, for
+items scored together, in decoding processes (:mod:`mmverify.core.decoding`).  A file that cannot
+be decoded was written by the model, so it becomes a :class:`GenerationFault` (scored 0); a file
+that is not there, or cannot be read, is the user's problem (:class:`ScoringError`,
+``missing_media``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,113 @@
+"""The decoding process of :class:`~mmverify.core.decoding.DecodePool`, and the protocol it speaks.
+
+A worker reads requests on its standard input and writes replies on a pipe of its own (its
+standard output is not used: whatever a library prints at start-up or later cannot reach the
+replies).  Each message is a 4-byte header length, a JSON header, then ``header["size"]`` raw
+bytes.  A request names a file (with the caller's working folder, for relative paths) or carries
+the media's bytes; a reply is the array's dtype, shape and bytes, or the error.  JSON and raw bytes
+only: nothing is unpickled on either side.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from .media import MediaError, MediaLimits, MediaReason, MediaSource, load_audio, load_image
+
+READY = "mmverify-decoding/1"  # the first message of a worker: it started, and speaks this protocol
+MAX_HEADER_BYTES = 1 << 20  # a longer header is not this protocol: the worker is broken
+
+# ``python -c`` puts the working folder first on sys.path, where a json.py of the user's would
+# shadow the standard library: it goes before anything is imported.  The package's own folder
+# comes first where it is not on the path (a source tree).
+BOOTSTRAP = (
+    "import sys; getattr(sys.flags, 'safe_path', False) or sys.path.pop(0); root = sys.argv[2]; "
+    "root in sys.path or sys.path.insert(0, root); from mmverify.core.decode_worker import main; main(int(sys.argv[1]))"
+)
+
+
+class ProtocolError(Exception):
+    """The other end sent something that is not this protocol."""
+
+
+def write_message(stream: BinaryIO, header: dict[str, Any], payload: bytes | memoryview = b"") -> None:
+    body = memoryview(payload).cast("B")  # its length in bytes, whatever the array's shape
+    encoded = json.dumps({**header, "size": len(body)}).encode()
+    for data in (memoryview(len(encoded).to_bytes(4, "big") + encoded), body):
+        while data:
+            written = stream.write(data)  # an unbuffered pipe may take part of it
+            data = data[written if written is not None else len(data) :]
+    stream.flush()
+
+
+def _read_exactly(stream: BinaryIO, size: int) -> bytearray:
+    data = bytearray(size)  # writable: arrays are made on it without a copy
+    view, got = memoryview(data), 0
+    while got < size:
+        count = stream.readinto(view[got:])  # type: ignore[attr-defined]  (an unbuffered pipe may give part)
+        if not count:
+            raise EOFError("the other end closed its pipe")
+        got += count
+    return data
+
+
+def read_message(stream: BinaryIO) -> tuple[dict[str, Any], bytearray]:
+    length = int.from_bytes(_read_exactly(stream, 4), "big")
+    if length > MAX_HEADER_BYTES:
+        raise ProtocolError(f"a header of {length} bytes")
+    try:
+        header = json.loads(_read_exactly(stream, length))
+        size = int(header["size"])
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ProtocolError(f"not a header ({exc})") from None
+    return header, _read_exactly(stream, size)
+
+
+def _answer(header: dict[str, Any], payload: bytearray) -> tuple[dict[str, Any], bytes | memoryview]:
+    if "path" in header:
+        source: MediaSource = header["path"]
+        cwd = header.get("cwd")
+        if cwd is not None and cwd != os.getcwd():
+            try:
+                os.chdir(cwd)
+            except OSError:  # the caller's folder is gone: its relative path names nothing
+                return {"media_error": [MediaReason.MISSING, f"no such file: {source}"]}, b""
+    else:
+        source = bytes(payload)
+    limits = MediaLimits(**header["limits"])
+    try:
+        if header["kind"] == "image":
+            array, rate = load_image(source, limits), None
+        else:
+            array, rate = load_audio(source, header["rate"], limits)
+    except MediaError as exc:
+        return {"media_error": [exc.reason, exc.message]}, b""
+    except MemoryError:
+        return {"out_of_memory": True}, b""
+    except Exception as exc:  # noqa: BLE001  (reported to the caller, which raises it)
+        return {"error": f"{type(exc).__name__}: {exc}"}, b""
+    writeable = bool(array.flags.writeable)  # the caller's copy gets the same flag
+    array = np.ascontiguousarray(array)
+    return {"dtype": array.dtype.str, "shape": list(array.shape), "rate": rate, "writeable": writeable}, memoryview(array)
+
+
+def serve(requests: BinaryIO, replies: BinaryIO) -> None:
+    """Answer each request until the caller closes its end."""
+    try:
+        write_message(replies, {"ready": READY})
+        while True:
+            write_message(replies, *_answer(*read_message(requests)))
+    except (EOFError, BrokenPipeError, ProtocolError):
+        return
+
+
+def main(reply_fd: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller decides when to stop
+    with os.fdopen(reply_fd, "wb") as replies:
+        serve(sys.stdin.buffer, replies)
