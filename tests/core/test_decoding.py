@@ -116,8 +116,7 @@ def test_threads_sharing_a_pool_each_get_their_own_input(pool):
 
 
 def _processes(pool: DecodePool) -> list:
-    shared = pool._shared
-    return [d.worker.process for d in shared.dispatchers if d.worker is not None] if shared else []
+    return [worker.process for worker in pool._workers]
 
 
 def _decoding_a_fifo(pool: DecodePool, fifo: Path) -> tuple[threading.Thread, dict, int]:

@@ -109,5 +109,5 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
 
 def main(reply_fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller decides when to stop
-    with os.fdopen(reply_fd, "wb") as replies:
+    with os.fdopen(reply_fd, "wb", buffering=0) as replies:  # nothing left to flush into a closed pipe
         serve(sys.stdin.buffer, replies)

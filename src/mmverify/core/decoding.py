@@ -8,15 +8,15 @@ back.  A :class:`DecodePool` decodes in worker processes instead, so an item thr
 its arrays.  A worker runs the same functions of :mod:`.media` on the same bytes, so the arrays,
 and the rows scored from them, are the same.
 
-Each worker process belongs to one dispatcher thread of the pool, which hands it one request at a
-time; item threads only queue requests and wait for the answers.  A deadline raised in an item
-thread therefore never strands a worker, and what happens to a worker belongs to its request:
+Each worker decodes one input at a time, for the thread that took it; the thread writes the
+request and reads the reply itself (handing that work to another thread would cost the lock more
+hand-offs).  What happens to a worker belongs to its input:
 
 * a worker that dies while decoding -- a crash inside a native decoder, a kill for memory --
   makes its input a :class:`~.media.MediaError` of reason ``media_undecodable``; one stopped by a
   termination signal (a service shutting down) is a ``RuntimeError``, not the input's fault;
-* a worker found dead between requests is replaced before the next one;
-* a request whose item gave up waiting (its deadline) ends its worker, which stops a runaway decode;
+* a worker found dead between inputs is replaced before the next one;
+* a thread that gives up waiting (its item's deadline) ends its worker, which stops a runaway decode;
 * an input the decoder refuses is the same :class:`~.media.MediaError` as in the calling thread,
   an out-of-memory failure a ``MemoryError``; anything else a ``RuntimeError`` naming it.
 
@@ -50,7 +50,7 @@ except ImportError:  # not a Unix system: a DecodePool refuses to start there
 
 __all__ = ["DecodePool", "Decoder", "INLINE", "InlineDecoder"]
 
-_POLL_S = 0.05  # how often a waiting thread wakes: a deadline raised in it is delivered, a dispatcher sees it
+_POLL_S = 0.05  # how often a waiting thread wakes, so a deadline raised in it is delivered
 _PIPE_BYTES = 1 << 20  # a reply pipe this wide holds a few seconds of audio whole: read in one call
 _STOPPED = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}  # endings that are not the input's fault
 
@@ -80,31 +80,21 @@ class InlineDecoder:
 INLINE = InlineDecoder()
 
 
-class _Request:
-    def __init__(self, kind: str, source: MediaSource, sample_rate: int | None, limits: MediaLimits) -> None:
-        self.header: dict[str, Any] = {"kind": kind, "rate": sample_rate, "limits": vars(limits)}
-        self.payload = b""
-        if isinstance(source, bytes):
-            self.payload = source
-        else:
-            path = os.fsdecode(source)
-            self.header["path"] = path  # as given: messages name it as decoding here would
-            if not os.path.isabs(path):
-                self.header["cwd"] = os.getcwd()  # read from this process's working folder
-        self.result: tuple[np.ndarray, int | None] | None = None
-        self.error: BaseException | None = None
-        self.abandoned = False  # its item stopped waiting
-        # a plain lock, held until answered: a deadline landing in the waiting thread cannot leave it taken
-        self.answered = threading.Lock()
-        self.answered.acquire()
-
-    def answer(self, result: tuple[np.ndarray, int | None] | None = None, error: BaseException | None = None) -> None:
-        self.result, self.error = result, error
-        self.answered.release()
+def _request(kind: str, source: MediaSource, sample_rate: int | None, limits: MediaLimits) -> tuple[dict[str, Any], bytes]:
+    header: dict[str, Any] = {"kind": kind, "rate": sample_rate, "limits": vars(limits)}
+    if isinstance(source, bytes):
+        return header, source
+    path = os.fsdecode(source)
+    header["path"] = path  # as given: messages name it as decoding here would
+    if not os.path.isabs(path):
+        header["cwd"] = os.getcwd()  # read from this process's working folder
+    return header, b""
 
 
 class _Worker:
-    """One decoding process, its request pipe (its standard input) and its reply pipe."""
+    """One decoding process, its request pipe (its standard input) and its reply pipe.
+    ``holder``: a weak reference to the token of the decode using it (None: idle); ``sent``: a
+    request of that decode went out, so the process may be busy with it."""
 
     def __init__(self) -> None:
         package_root = str(Path(__file__).resolve().parents[2])
@@ -128,13 +118,29 @@ class _Worker:
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.replies, selectors.EVENT_READ)
         self.ready = False
+        self.holder: weakref.ref[_Token] | None = None
+        self.sent = False
 
-    def reply(self, request: _Request | None, shared: "_Shared") -> tuple[dict[str, Any], bytearray] | None:
-        """The next message; None when ``request`` was given up or the pool closed meanwhile."""
+    def held(self) -> bool:
+        """Whether a decode still holds it (its token lives while the decode's frame does)."""
+        return self.holder is not None and self.holder() is not None
+
+    def reply(self) -> tuple[dict[str, Any], bytearray]:
         while not self.selector.select(_POLL_S):
-            if shared.closed or (request is not None and request.abandoned):
-                return None
+            pass  # a deadline raised in this thread is delivered between these waits
         return read_message(self.replies)
+
+    def start(self) -> None:
+        """Wait for the ready message (once)."""
+        if self.ready:
+            return
+        try:
+            header, _ = self.reply()
+        except (EOFError, ProtocolError):
+            raise RuntimeError(f"a decoding process failed to start ({_ending(self.ended())})") from None
+        if header.get("ready") != READY:
+            raise RuntimeError("a decoding process failed to start (no ready message)")
+        self.ready = True
 
     def ended(self) -> int:
         """The exit status of a process whose pipe closed (it is exiting)."""
@@ -155,103 +161,19 @@ class _Worker:
         self.selector.close()
 
 
-class _Shared:
-    """What the pool and its dispatcher threads share (the threads hold no reference to the pool,
-    so a dropped pool is collected, and its finalizer stops them)."""
-
-    def __init__(self, processes: int) -> None:
-        self.requests: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
-        self.closed = False
-        self.dispatchers = [_Dispatcher(self) for _ in range(processes)]
-
-    def shutdown(self) -> None:
-        self.closed = True
-        for _ in self.dispatchers:
-            self.requests.put(None)
-
-
-class _Dispatcher(threading.Thread):
-    """Hands one worker process one request at a time."""
-
-    def __init__(self, shared: _Shared) -> None:
-        super().__init__(name="mmverify-decoding", daemon=True)
-        self.shared = shared
-        self.worker: _Worker | None = None
-
-    def run(self) -> None:
-        try:
-            while True:
-                request = self.shared.requests.get()
-                if request is None:
-                    return
-                if self.shared.closed:
-                    request.answer(error=RuntimeError("this decode pool is closed"))
-                elif not request.abandoned:
-                    self._serve(request)
-        finally:
-            self._retire()
-
-    def _retire(self) -> None:
-        if self.worker is not None:
-            self.worker.end()
-            self.worker = None
-
-    def _serve(self, request: _Request) -> None:
-        try:
-            result = self._decode(request)
-        except BaseException as exc:  # noqa: BLE001  (every request gets its answer)
-            request.answer(error=exc)
-        else:
-            request.answer(result)
-
-    def _live_worker(self) -> _Worker:
-        """This dispatcher's worker, started (or replaced, when it died between requests) and ready."""
-        worker = self.worker
-        if worker is not None and worker.process.poll() is None:
-            return worker
-        self._retire()
-        worker = self.worker = _Worker()
-        try:
-            message = worker.reply(None, self.shared)
-            problem = "the pool closed" if message is None else None if message[0].get("ready") == READY else "no ready message"
-        except (EOFError, ProtocolError):
-            problem = _ending(worker.ended())
-        if problem is not None:
-            self._retire()
-            raise RuntimeError(f"a decoding process failed to start ({problem})")
-        return worker
-
-    def _decode(self, request: _Request) -> tuple[np.ndarray, int | None]:
-        worker = self._live_worker()
-        if request.abandoned:  # while its worker started: nothing to stop
-            raise RuntimeError("the decode was given up")
-        try:
-            try:
-                write_message(worker.process.stdin, request.header, request.payload)  # type: ignore[arg-type]
-            except BrokenPipeError:  # died before reading the request: not this input's doing
-                self._retire()
-                worker = self._live_worker()
-                write_message(worker.process.stdin, request.header, request.payload)  # type: ignore[arg-type]
-            message = worker.reply(request, self.shared)
-        except (EOFError, BrokenPipeError, ProtocolError):
-            raise self._death(worker) from None
-        if message is None:  # given up, or the pool closed: the decode cannot be stopped but by its process
-            self._retire()
-            raise RuntimeError("the decode was given up")
-        return _result(*message)
-
-    def _death(self, worker: _Worker) -> BaseException:
-        code = worker.ended()
-        self._retire()
-        if self.shared.closed:
-            return RuntimeError("this decode pool was closed while decoding")
-        if code < 0 and -code in _STOPPED:
-            return RuntimeError(f"a decoding process was stopped ({_ending(code)})")
-        return MediaError(MediaReason.UNDECODABLE, f"decoding ended its process ({_ending(code)}: a crash in the decoder, or a kill for memory)")
+class _Token:
+    """Names one decode; weakly held by the worker it takes."""
 
 
 def _ending(code: int) -> str:
     return f"signal {-code}" if code < 0 else f"exit status {code}"
+
+
+def _death(code: int) -> BaseException:
+    """What a process that died while decoding an input means for that input."""
+    if code < 0 and -code in _STOPPED:
+        return RuntimeError(f"a decoding process was stopped ({_ending(code)})")
+    return MediaError(MediaReason.UNDECODABLE, f"decoding ended its process ({_ending(code)}: a crash in the decoder, or a kill for memory)")
 
 
 def _result(header: dict[str, Any], data: bytearray) -> tuple[np.ndarray, int | None]:
@@ -267,9 +189,16 @@ def _result(header: dict[str, Any], data: bytearray) -> tuple[np.ndarray, int | 
 
 
 class DecodePool:
-    """Decodes in up to ``processes`` worker processes, started as requests need them;
+    """Decodes in up to ``processes`` worker processes, started as decodes need them;
     :meth:`close` ends them (so does dropping the pool).  A pickled pool is unpickled without
-    workers, with its number of processes; so is one inherited by a forked child, on first use."""
+    workers, with its number of processes; one inherited by a forked child starts its own there.
+
+    A decode takes an idle worker by marking it, under the pool's lock, with a weak reference to a
+    token that only the decode holds, and gives it back by that token.  A deadline can land at any
+    point of a thread's Python code -- as the worker is being taken, before the decode could name
+    it, or inside the giving back -- so a worker whose token is gone (its decode ended without
+    giving it back) is taken back by the next decode that looks for one.  A worker given back
+    while its request may still be running (the deadline came during the decode) is ended."""
 
     def __init__(self, processes: int) -> None:
         if processes < 1:
@@ -278,28 +207,29 @@ class DecodePool:
             raise RuntimeError("decoding processes need a Unix system")
         self.processes = processes
         self._lock = threading.Lock()
-        self._shared: _Shared | None = None
+        self._freed: queue.SimpleQueue[bool] = queue.SimpleQueue()  # a nudge to threads waiting for a worker
+        self._workers: list[_Worker] = []
         self._pid = os.getpid()
         self._closed = False
+        weakref.finalize(self, _end_all, self._workers, self._pid)
 
     def image(self, source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> np.ndarray:
-        array, _ = self._decode(_Request("image", source, None, limits))
+        array, _ = self._decode(*_request("image", source, None, limits))
         return array
 
     def audio(
         self, source: MediaSource, sample_rate: int | None = None, limits: MediaLimits = DEFAULT_LIMITS
     ) -> tuple[np.ndarray, int]:
-        return self._decode(_Request("audio", source, sample_rate, limits))  # type: ignore[return-value]
+        return self._decode(*_request("audio", source, sample_rate, limits))  # type: ignore[return-value]
 
     def close(self) -> None:
         """End every worker; decodes still running, and later calls, raise RuntimeError."""
         with self._lock:
             self._closed = True
-            shared, self._shared = self._shared, None
-        if shared is not None and self._pid == os.getpid():
-            shared.shutdown()
-            for dispatcher in shared.dispatchers:
-                dispatcher.join()
+            workers = self._workers[:] if self._pid == os.getpid() else []
+            self._workers.clear()
+        for worker in workers:
+            worker.end()
 
     def __enter__(self) -> "DecodePool":
         return self
@@ -313,30 +243,72 @@ class DecodePool:
     def __setstate__(self, state: dict[str, int]) -> None:
         self.__init__(state["processes"])  # type: ignore[misc]
 
-    def _started(self) -> _Shared:
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("this decode pool is closed")
-            if self._pid != os.getpid():  # a forked copy: the parent's workers and threads are not ours
-                self._shared, self._pid = None, os.getpid()
-            if self._shared is None:
-                shared = self._shared = _Shared(self.processes)
-                for dispatcher in shared.dispatchers:
-                    dispatcher.start()
-                weakref.finalize(self, shared.shutdown)
-            return self._shared
+    def _take(self, token: _Token) -> _Worker:
+        """An idle worker (replaced if it died while idle), a new one while there are fewer than
+        ``processes``, else the next one given back; marked with ``token``."""
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise RuntimeError("this decode pool is closed")
+                if self._pid != os.getpid():  # a forked copy: the parent's workers are not ours to use
+                    self._workers[:], self._pid = [], os.getpid()
+                for worker in self._workers:
+                    if worker.held():
+                        continue
+                    if worker.process.poll() is None and not (worker.holder is not None and worker.sent):
+                        worker.holder, worker.sent = weakref.ref(token), False
+                        return worker
+                    # died between decodes (not this input's doing), or left mid-request by a decode
+                    # that ended without giving it back: replaced
+                    self._workers.remove(worker)
+                    worker.end()
+                    break
+                if len(self._workers) < self.processes:
+                    worker = _Worker()
+                    worker.holder = weakref.ref(token)
+                    self._workers.append(worker)
+                    return worker
+            try:
+                self._freed.get(timeout=_POLL_S)  # a deadline raised in this thread is delivered between waits
+            except queue.Empty:
+                pass
 
-    def _decode(self, request: _Request) -> tuple[np.ndarray, int | None]:
-        shared = self._started()
+    def _give_back(self, token: _Token, finished: bool) -> None:
+        """Free the worker marked ``token``, or end it when its request may still be running."""
+        with self._lock:
+            worker = next((w for w in self._workers if w.holder is not None and w.holder() is token), None)
+            if worker is None:
+                return
+            if worker.sent and not finished:
+                self._workers.remove(worker)
+            else:
+                worker.holder, worker.sent, worker = None, False, None
+        if worker is not None:
+            worker.end()
+        if self._freed.qsize() < self.processes:  # nudges beyond one per worker would only pile up
+            self._freed.put(True)
+
+    def _decode(self, header: dict[str, Any], payload: bytes) -> tuple[np.ndarray, int | None]:
+        token, finished = _Token(), False
         try:
-            shared.requests.put(request)
-            while not request.answered.acquire(timeout=_POLL_S):  # a deadline raised here is delivered between waits
-                if shared.closed and not any(dispatcher.is_alive() for dispatcher in shared.dispatchers):
-                    raise RuntimeError("this decode pool is closed")  # queued as it closed: nobody will answer
-        except BaseException:
-            request.abandoned = True  # its dispatcher ends the worker rather than finish the decode
-            raise
-        if request.error is not None:
-            raise request.error
-        assert request.result is not None
-        return request.result
+            worker = self._take(token)
+            worker.sent = True  # from here a message may be half read or written: interrupted, it is ended
+            worker.start()
+            try:
+                write_message(worker.process.stdin, header, payload)  # type: ignore[arg-type]
+                message = worker.reply()
+            except (EOFError, BrokenPipeError, ProtocolError):
+                code = worker.ended()
+                if self._closed:
+                    raise RuntimeError("this decode pool was closed while decoding") from None
+                raise _death(code) from None
+            finished = True
+        finally:
+            self._give_back(token, finished)
+        return _result(*message)
+
+
+def _end_all(workers: list[_Worker], pid: int) -> None:
+    if os.getpid() == pid:  # a forked child leaves its parent's workers alone
+        for worker in workers:
+            worker.process.kill()
