@@ -95,7 +95,13 @@ def test_paths_and_limits_give_the_same_results_and_messages(pool, tmp_path, mon
     for kind, args in cases:
         here, there = _outcome(getattr(INLINE, kind), *args), _outcome(getattr(pool, kind), *args)
         assert there == here, (kind, args)
-    reasons = {_outcome(INLINE.audio, "clip.wav", None, small)[1], _outcome(INLINE.audio, "absent.wav")[1]}
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()  # a working folder deleted under the caller: relative paths name nothing, in either place
+    assert _outcome(pool.audio, "clip.wav") == _outcome(INLINE.audio, "clip.wav")
+    assert _outcome(pool.audio, tmp_path / "clip.wav") == _outcome(INLINE.audio, tmp_path / "clip.wav")
+    reasons = {_outcome(INLINE.audio, tmp_path / "clip.wav", None, small)[1], _outcome(INLINE.audio, "absent.wav")[1]}
     assert reasons == {MediaReason.TOO_LARGE, MediaReason.MISSING}  # the cases above do reach the errors
 
 

@@ -87,7 +87,10 @@ def _request(kind: str, source: MediaSource, sample_rate: int | None, limits: Me
     path = os.fsdecode(source)
     header["path"] = path  # as given: messages name it as decoding here would
     if not os.path.isabs(path):
-        header["cwd"] = os.getcwd()  # read from this process's working folder
+        try:
+            header["cwd"] = os.getcwd()  # read from this process's working folder
+        except FileNotFoundError:  # that folder is gone: the path names nothing, as it would here
+            raise MediaError(MediaReason.MISSING, f"no such file: {path}") from None
     return header, b""
 
 
