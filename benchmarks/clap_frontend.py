@@ -9,7 +9,10 @@ clips per second:
 - front end: the extractor clip by clip (what ``HFClap(features="numpy")`` calls) vs the torch
   front end on the device in float64 (published parity) and float32 (used under bf16/fp16);
 - model forward alone (fp32, bf16) on precomputed features, and end to end ``embed_audio``
-  (crop, pad, features, model, normalisation; no cache) with each front end and precision.
+  (crop, pad, features, model, normalisation; no cache) with each front end and precision; for the
+  torch front end also with the earlier copies (blocking copies from pageable memory, each batch
+  finished before the next starts: what staging through pinned memory replaced), and on CUDA
+  whether queuing one batch makes the host wait for the device.
 
 On the CPU the model rows are skipped unless ``--model`` is given (a forward pass of the full-size
 model takes about 0.2 s per clip there).  Timings are the best of ``--repeats`` runs; the rows
@@ -26,15 +29,17 @@ import argparse
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from mmverify.models.clap import HFClap  # noqa: E402
+from mmverify.models import transfer  # noqa: E402
+from mmverify.models.clap import ClapBackend, HFClap  # noqa: E402
 from mmverify.models.clap_features import ClapMelFeatures  # noqa: E402
 from throughput import Rate, in_batches, measure, synchronize  # noqa: E402  (benchmarks/throughput.py)
 
@@ -102,14 +107,41 @@ def torch_front_end_rates(source: str, clips: list[np.ndarray], device: str, bat
     return rows
 
 
+@contextmanager
+def earlier_copies() -> Iterator[None]:
+    """``embed_audio`` as before staged batches: plain blocking copies, one batch after another."""
+    saved = transfer.is_cuda, HFClap._audio_compute
+    transfer.is_cuda = lambda device: False
+    HFClap._audio_compute = ClapBackend._audio_compute
+    try:
+        yield
+    finally:
+        transfer.is_cuda, HFClap._audio_compute = saved
+
+
+def launch_waits(clap: HFClap, clips: list[np.ndarray]) -> str:
+    """Whether queuing one batch of ``embed_audio`` made the host wait for the device (CUDA only)."""
+    import torch
+
+    prepared, _ = clap.prepare(clips, "zero", fill=False)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        clap._launch_audio(prepared, "zero")
+    except RuntimeError as exc:
+        return f"yes ({str(exc).splitlines()[0]})"
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    return "no"
+
+
 def model_rates(
     source: str, clips: list[np.ndarray], few: list[np.ndarray], device: str, batch: int, repeats: int
-) -> dict[str, Rate]:
+) -> dict[str, Any]:
     """Model forward alone on precomputed features, and end-to-end embed_audio per front end and
     precision (the numpy front end on the ``few`` clips only: it is the slow one)."""
     import torch
 
-    rows = {}
+    rows: dict[str, Any] = {}
     for precision in ("fp32", "bf16"):
         clap = HFClap(source=source, device=device, batch_size=batch, precision=precision)
         clap.ensure_loaded()
@@ -127,6 +159,13 @@ def model_rates(
             rows[f"embed_audio, {features_name} front end, {precision}, batch {batch}"] = measure(
                 lambda: end_to_end.embed_audio(subset), len(subset), device, repeats
             )
+            if features_name == "torch":
+                with earlier_copies():
+                    rows[f"embed_audio, torch, {precision}, earlier copies"] = measure(
+                        lambda: end_to_end.embed_audio(subset), len(subset), device, repeats
+                    )
+                if device.startswith("cuda"):
+                    rows[f"queuing a batch of {batch} waits for the device ({precision})"] = launch_waits(end_to_end, clips[:batch])
     return rows
 
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The GPU figures of batch-first scoring, one part per device call (each fits a 10-minute call):
 #
+#   bash benchmarks/gpu_run.sh clap      # the two CLAP goals in one short call: embed_audio (staged vs the earlier
+#                                        # copies), end-to-end items with 8 decoding processes, the device thread
 #   bash benchmarks/gpu_run.sh models    # CLAP and Whisper front ends; speaker, gender and DreamSim models
 #   bash benchmarks/gpu_run.sh scoring   # end-to-end items/s of a CLAP and a Whisper task (Reward API);
 #                                        # Whisper on 512 of the 2,048 items: a large-v3 encoder costs ~2 TFLOP a clip
@@ -17,8 +19,8 @@
 # DEVICE (cuda) and QUICK=1 (tiny workloads: a check of this script on any machine) can be set.
 set -u
 cd "$(dirname "$0")/.."
-part=${1:?"which part: models, scoring, score, all or profile"}
-case $part in models | scoring | score | all | profile) ;; *) echo "unknown part: $part (models, scoring, score, all or profile)" >&2; exit 2 ;; esac
+part=${1:?"which part: clap, models, scoring, score, all or profile"}
+case $part in clap | models | scoring | score | all | profile) ;; *) echo "unknown part: $part (clap, models, scoring, score, all or profile)" >&2; exit 2 ;; esac
 out=${OUT:-/tmp/gpu-out}
 python=${PYTHON:-python3}
 device=${DEVICE:-cuda}
@@ -69,9 +71,23 @@ profile() {
   [ "$code" = 0 ] || status=1
 }
 
+# CLAP items with media decoded in 8 processes, Reward and `score --workers 1` (`all` measures both
+# without them), into $out/score_decoding.log
+clap_decoding() {
+  run batched_scoring 150 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
+    --baseline-items 128 --repeats 1 --check 8 --tasks clap --workers 1 --decode-processes 8
+  mv "$out/batched_scoring.log" "$out/score_decoding.log"
+}
+
 if [ "$quick" = 1 ]; then
   size=(--repeats 1)
   case $part in
+    clap)
+      run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 --model "${size[@]}"
+      run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 \
+        --tasks clap --workers 1 --decode-processes 2 "${size[@]}"
+      mv "$out/batched_scoring.log" "$out/score_decoding.log"
+      run device_contention 300 --device "$device" --items 8 --in-flight 4 --batch-size 4 --prep-limits "" --decode-processes 2 ;;
     models)
       run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 "${size[@]}"
       run whisper_frontend 300 --device "$device" --clips 4 --batch-size 2 --numpy-clips 2 "${size[@]}"
@@ -105,6 +121,10 @@ if [ "$quick" = 1 ]; then
   exit $status
 fi
 case $part in
+  clap)  # the caps add up to 330 s, leaving lease time for a second call (profile, or score's worker counts)
+    run clap_frontend 60 --device "$device" --clips 512 --batch-sizes 128 --repeats 1
+    clap_decoding
+    run device_contention 120 --full --device "$device" --items 1024 --prep-limits "" --decode-processes 4,8 ;;
   models)
     # the caps add up to 510 s: with set-up, inside one 600 s call
     run clap_frontend 120 --device "$device" --clips 512 --batch-sizes 32,128 --repeats 2
@@ -115,10 +135,7 @@ case $part in
     run batched_scoring 540 --full --device "$device" --items 2048 --whisper-items 512 --in-flight 256 --batch-size 128 \
       --baseline-items 128 --repeats 1 --check 8 ;;
   score)  # CLAP only (Whisper reaches 0.98 of its backend with one worker); 3 x 150 s
-    # media decoded in 8 processes, Reward and `score --workers 1` (`all` measures both without them)
-    run batched_scoring 150 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
-      --baseline-items 128 --repeats 1 --check 8 --tasks clap --workers 1 --decode-processes 8
-    mv "$out/batched_scoring.log" "$out/score_decoding.log"
+    clap_decoding
     # each worker process brings its own interpreter lock and model copy
     for workers in 2 4; do
       run batched_scoring 150 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \

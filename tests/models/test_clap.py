@@ -54,9 +54,9 @@ class CountingClap(HFClap):
         self.audio_calls: list[int] = []
         self.text_calls: list[int] = []
 
-    def _compute_audio(self, clips, padding):
+    def _launch_audio(self, clips, padding):
         self.audio_calls.append(len(clips))
-        return super()._compute_audio(clips, padding)
+        return super()._launch_audio(clips, padding)
 
     def _compute_text(self, texts):
         self.text_calls.append(len(texts))

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmverify.models.rows import RowQueue, Waiting, content_digest, run_rows, same_input
+from mmverify.models.compute_locks import owner_lock
+from mmverify.models.rows import RowQueue, Staged, Waiting, compute_now, content_digest, run_rows, same_input, then
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -164,3 +165,87 @@ def test_pil_images_digest_by_content():
     assert content_digest(image) == content_digest(Image.fromarray(pixels.copy()))
     assert content_digest(image) != content_digest(Image.fromarray(255 - pixels))
     assert content_digest(image) != content_digest(image.convert("L"))
+
+
+# -- staged computations ----------------------------------------------------------------------------
+class _Recorder:
+    """A staged doubling computation that logs each step and checks its owner's lock is held."""
+
+    def __init__(self, owner: object | None = None) -> None:
+        self.log: list[str] = []
+        self.owner = owner
+        self.batches = 0
+
+    def launch(self, batch: list[int]) -> tuple[int, list[int]]:
+        self._check_lock()
+        number = self.batches
+        self.batches += 1
+        self.log.append(f"launch {number}")
+        return number, [2 * x for x in batch]
+
+    def finish(self, handle: tuple[int, list[int]]) -> list[int]:
+        self._check_lock()
+        self.log.append(f"finish {handle[0]}")
+        return handle[1]
+
+    def _check_lock(self) -> None:
+        if self.owner is not None:
+            assert owner_lock(self.owner).locked()
+
+
+def test_a_staged_bulk_call_launches_each_batch_before_it_finishes_the_last():
+    recorder = _Recorder()
+    inputs = list(range(10))
+    staged = compute_now(inputs, Staged(recorder.launch, recorder.finish), 4, by_content=False)
+    assert staged == [2 * x for x in inputs]
+    # three batches of 4, 4, 2: never more than two started, each finished in order
+    assert recorder.log == ["launch 0", "launch 1", "finish 0", "launch 2", "finish 1", "finish 2"]
+
+
+def test_staged_and_plain_computations_give_the_same_outputs_in_the_same_rows():
+    inputs = [f"input {i}" for i in range(23)] + ["input 3"]  # one repeated input shares a row
+    seen: dict[str, list[list[str]]] = {"plain": [], "staged": []}
+
+    def compute(kind: str):
+        def run(batch: list[str]) -> list[str]:
+            seen[kind].append(list(batch))
+            return [text.upper() for text in batch]
+
+        return run
+
+    plain = compute_now(inputs, compute("plain"), 4)
+    staged = compute_now(inputs, Staged(compute("staged"), lambda outputs: outputs), 4)
+    assert staged == plain == [text.upper() for text in inputs]
+    assert seen["staged"] == seen["plain"]  # the same batches, rows by content
+
+
+def test_a_staged_computation_holds_its_owners_lock_from_first_launch_to_last_finish():
+    owner = object()
+    recorder = _Recorder(owner)
+    compute_now(list(range(9)), Staged(recorder.launch, recorder.finish), 2, owner=owner, by_content=False)
+    assert recorder.log[-1] == "finish 4" and not owner_lock(owner).locked()
+
+
+def test_a_failing_launch_fails_the_bulk_call_and_releases_the_lock():
+    owner = object()
+    recorder = _Recorder(owner)
+
+    def launch(batch: list[int]) -> tuple[int, list[int]]:
+        if recorder.batches == 2:
+            raise ValueError("bad batch")
+        return recorder.launch(batch)
+
+    with pytest.raises(ValueError, match="bad batch"):
+        compute_now(list(range(12)), Staged(launch, recorder.finish), 2, owner=owner, by_content=False)
+    assert recorder.log == ["launch 0", "launch 1", "finish 0"] and not owner_lock(owner).locked()
+
+
+def test_then_keeps_a_staged_computation_staged_and_plain_ones_plain():
+    recorder = _Recorder()
+    staged = then(Staged(recorder.launch, recorder.finish), lambda outputs: [x + 1 for x in outputs])
+    assert isinstance(staged, Staged) and list(staged([1, 2])) == [3, 5]
+    assert recorder.log == ["launch 0", "finish 0"]
+    plain = then(lambda batch: [x * 3 for x in batch], lambda outputs: [x + 1 for x in outputs])
+    assert not isinstance(plain, Staged) and list(plain([1, 2])) == [4, 7]
+    # a staged computation inside a round is called whole: run_rows picks its slots
+    assert run_rows(Staged(recorder.launch, recorder.finish), [(1, 5)], 2) == [10]

@@ -51,6 +51,8 @@ import numpy as np
 from .base import PRECISIONS, Backend, ModelUnavailable, check_precision, precision_dtype, validate_waveform
 from .cache import OutputCache, array_digest
 from .clap_features import PADDINGS, check_padding, crop_offset, deterministic_crop
+from .rows import Compute, Staged, then
+from .transfer import HostCopy, upload
 
 __all__ = [
     "CROP_POLICY", "DEFAULT_PADDING", "FEATURE_FRONT_ENDS", "PADDINGS", "PRECISIONS", "ClapBackend", "ClapFrontEnd",
@@ -124,6 +126,10 @@ class ClapBackend(Backend):
         """Embeddings of prepared clips (see :meth:`prepare`; left unpadded when :meth:`_pads_clips`)."""
         raise NotImplementedError
 
+    def _audio_compute(self, padding: str) -> Compute:
+        """The computation :meth:`embed_audio` batches: :meth:`_compute_audio`, or a staged one."""
+        return lambda batch: self._compute_audio(batch, padding)
+
     def _pads_clips(self) -> bool:
         """Whether :meth:`_compute_audio` zero-pads clips itself (they reach it unpadded)."""
         return False
@@ -142,7 +148,7 @@ class ClapBackend(Backend):
             for i, key in enumerate(keys):
                 rows[i] = self.cache.get_array(key)
         todo = [i for i, row in enumerate(rows) if row is None]
-        embedded = self.run_batched(forward_kind, [items[i] for i in todo], lambda batch: _l2_rows(compute(batch)), shape)
+        embedded = self.run_batched(forward_kind, [items[i] for i in todo], then(compute, _l2_rows), shape)
         for i, row in zip(todo, embedded):
             rows[i] = row
             if self.cache is not None:
@@ -192,7 +198,7 @@ class ClapBackend(Backend):
             )
             for d in digests
         ] if self.cache is not None else []
-        return self._cached("clap_audio", keys, prepared, lambda batch: self._compute_audio(batch, padding), ("clap_audio", padding))
+        return self._cached("clap_audio", keys, prepared, self._audio_compute(padding), ("clap_audio", padding))
 
     def embed_text(self, texts: Sequence[str]) -> np.ndarray:
         """(N, D) float32 unit rows in the same space as :meth:`embed_audio`."""
@@ -355,7 +361,7 @@ class HFClap(ClapBackend):
         if self.features == "numpy":
             window = self._max_samples()
             filled = [zero_pad(clip, window) for clip in clips] if check_padding(padding) == "zero" else clips
-            return torch.from_numpy(self._numpy_features(filled)).to(self.device, self._dtype)
+            return upload(self._numpy_features(filled), self.device).to(self._dtype)
         with torch.inference_mode():
             features = self._mel(clips, padding=padding, device=self.device, compute_dtype=self._stft_dtype())
         return features.to(self._dtype)
@@ -366,7 +372,15 @@ class HFClap(ClapBackend):
             return self._numpy_features(clips)
         return self.feature_batch(clips, padding).float().cpu().numpy()
 
+    def _audio_compute(self, padding: str) -> Compute:
+        # staged: a bulk call prepares and queues the next batch while the device runs this one
+        return Staged(lambda batch: self._launch_audio(batch, padding), HostCopy.result)
+
     def _compute_audio(self, clips: list[np.ndarray], padding: str) -> np.ndarray:
+        return self._launch_audio(clips, padding).result()
+
+    def _launch_audio(self, clips: list[np.ndarray], padding: str) -> HostCopy:
+        """The embeddings of ``clips``, computed (on an accelerator: queued) and on their way to the host."""
         torch = self._torch
         features = self.feature_batch(clips, padding)
         # For fused checkpoints the extractor marks a random clip "longer" when none is; no clip is
@@ -374,7 +388,7 @@ class HFClap(ClapBackend):
         is_longer = torch.zeros((len(clips), 1), dtype=torch.bool, device=self.device)
         with torch.inference_mode():
             output = self._model.get_audio_features(input_features=features, is_longer=is_longer)
-        return _pooled(output).float().cpu().numpy()
+            return HostCopy(_pooled(output).float())
 
     def _text_shape(self, text: str) -> int:
         # the tokenizer pads to the longest text of a batch: only texts of one length share one

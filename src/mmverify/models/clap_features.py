@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from .cache import array_digest
+from .transfer import upload, upload_joined
 
 if TYPE_CHECKING:
     import torch
@@ -121,7 +122,7 @@ def waveform_batch(
     lengths = [clip.shape[0] for clip in cropped]
     if not sum(lengths):
         return torch.zeros((len(cropped), window), dtype=dtype, device=device)
-    flat = torch.from_numpy(np.concatenate(cropped)).to(device=device)  # float32 travels; rows take ``dtype``
+    flat = upload_joined(cropped, device)  # float32 travels; rows take ``dtype``
     if gather if gather is not None else flat.device.type != "cpu":
         return _gathered_rows(flat, lengths, window, padding, dtype)
     batch = torch.zeros((len(cropped), window), dtype=dtype, device=device)
@@ -144,9 +145,10 @@ def _gathered_rows(flat: "torch.Tensor", lengths: list[int], window: int, paddin
     import torch
 
     device = flat.device
-    starts = torch.tensor(np.cumsum([0, *lengths[:-1]]), device=device)[:, None]
-    periods = torch.tensor([max(length, 1) for length in lengths], device=device)[:, None]
-    filled = torch.tensor([filled_length(length, window, padding) for length in lengths], device=device)[:, None]
+    starts, periods, filled = upload(
+        np.array([np.cumsum([0, *lengths[:-1]]), [max(n, 1) for n in lengths], [filled_length(n, window, padding) for n in lengths]]),
+        device,
+    )[:, :, None]
     positions = torch.arange(window, device=device)[None, :]
     step = max(1, _GATHER_ELEMENTS // window)
     rows = []

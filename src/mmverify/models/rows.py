@@ -23,8 +23,9 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections import deque
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterable, Sequence
+from typing import Any, Callable, ContextManager, Hashable, Iterable, Sequence
 
 import numpy as np
 
@@ -202,15 +203,44 @@ class RowQueue:
 def run_rows(compute: Compute, placed: Sequence[tuple[int, Any]], rows: int) -> list[Any]:
     """``compute`` on one batch of ``rows`` rows holding each ``(slot, input)`` at its slot (the
     others padded with copies of the first input); the outputs of those slots, in order."""
+    return _picked(compute(_filled(placed, rows)), placed, rows)
+
+
+def _filled(placed: Sequence[tuple[int, Any]], rows: int) -> list[Any]:
     if not 0 < len(placed) <= rows:
         raise ValueError(f"a batch holds 1..{rows} inputs, got {len(placed)}")
     batch = [placed[0][1]] * rows
     for slot, item in placed:
         batch[slot] = item
-    outputs = compute(batch)
+    return batch
+
+
+def _picked(outputs: Sequence[Any], placed: Sequence[tuple[int, Any]], rows: int) -> list[Any]:
     if len(outputs) != rows:
         raise RuntimeError(f"a batch of {rows} inputs gave {len(outputs)} outputs")
     return [outputs[slot] for slot, _ in placed]
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A computation in two steps: ``launch`` starts a batch and returns a handle (on an
+    accelerator it queues the batch's work and returns at once), ``finish`` waits for the handle
+    and returns the batch's outputs.  A bulk call (:func:`compute_now`) launches each batch before
+    it finishes the one before, so the host prepares a batch while the device computes the last;
+    called as a plain computation it does both steps at once."""
+
+    launch: Callable[[list[Any]], Any]
+    finish: Callable[[Any], Sequence[Any]]
+
+    def __call__(self, batch: list[Any]) -> Sequence[Any]:
+        return self.finish(self.launch(batch))
+
+
+def then(compute: Compute, after: Callable[[Sequence[Any]], Sequence[Any]]) -> Compute:
+    """``compute`` with ``after`` applied to each batch's outputs; a staged computation stays staged."""
+    if isinstance(compute, Staged):
+        return Staged(compute.launch, lambda handle: after(compute.finish(handle)))
+    return lambda batch: after(compute(batch))
 
 
 def share(output: Any, receivers: int) -> list[Any]:
@@ -228,20 +258,43 @@ def compute_now(
     by_content: bool = True,
 ) -> list[Any]:
     """Outputs of ``compute`` for ``inputs``, in order, computed in fixed-shape batches here and now
-    (under ``owner``'s lock when one is named); ``by_content``: see :class:`RowQueue`."""
+    (under ``owner``'s lock when one is named); ``by_content``: see :class:`RowQueue`.  A
+    :class:`Staged` computation has at most two batches started at a time, and holds the lock
+    from the first launch to the last finish."""
     outputs: list[Any] = [None] * len(inputs)
     queues: dict[Hashable, RowQueue] = {}
     for index, item in enumerate(inputs):
         queues.setdefault(shape(item), RowQueue(batch_size, by_content)).add(Waiting(item, index, content_digest(item)))
-    for queue in queues.values():
-        for layer in queue.layers():
-            placed = [(row.slot, row.item) for row in layer]
-            if owner is None:
-                computed = run_rows(compute, placed, batch_size)
-            else:
-                with computing(owner):
-                    computed = run_rows(compute, placed, batch_size)
-            for row, output in zip(layer, computed):
-                for waiting, own in zip(row.receivers, share(output, len(row.receivers))):
-                    outputs[waiting.receiver] = own
+    layers = [layer for queue in queues.values() for layer in queue.layers()]
+
+    def deliver(layer: list[Row], computed: list[Any]) -> None:
+        for row, output in zip(layer, computed):
+            for waiting, own in zip(row.receivers, share(output, len(row.receivers))):
+                outputs[waiting.receiver] = own
+
+    if isinstance(compute, Staged):
+        started: deque[tuple[list[Row], list[tuple[int, Any]], Any]] = deque()
+
+        def finish_oldest() -> None:
+            layer, placed, handle = started.popleft()
+            deliver(layer, _picked(compute.finish(handle), placed, batch_size))
+
+        with _held(owner):
+            for layer in layers:
+                placed = [(row.slot, row.item) for row in layer]
+                started.append((layer, placed, compute.launch(_filled(placed, batch_size))))
+                if len(started) > 1:
+                    finish_oldest()
+            while started:
+                finish_oldest()
+        return outputs
+    for layer in layers:
+        placed = [(row.slot, row.item) for row in layer]
+        with _held(owner):
+            computed = run_rows(compute, placed, batch_size)
+        deliver(layer, computed)
     return outputs
+
+
+def _held(owner: object) -> ContextManager[None]:
+    return computing(owner) if owner is not None else nullcontext()

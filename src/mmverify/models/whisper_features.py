@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from .clap_features import centred, frame_spectrum, mel_filterbank, mel_power, sounding_frames
+from .transfer import upload_joined
 
 if TYPE_CHECKING:
     import torch
@@ -91,7 +92,7 @@ def waveform_batch(clips: Sequence[np.ndarray], n_samples: int, device: "torch.d
     batch = torch.zeros((len(kept), n_samples), dtype=torch.float32, device=device)
     if not kept or not any(clip.size for clip in kept):
         return batch
-    flat = torch.from_numpy(np.concatenate(kept)).to(device=device)
+    flat = upload_joined(kept, device)
     start = 0
     for row, clip in zip(batch, kept):
         row[: clip.size] = flat[start : start + clip.size]
