@@ -12,7 +12,8 @@ clips per second:
   (crop, pad, features, model, normalisation; no cache) with each front end and precision; for the
   torch front end also with the earlier copies (blocking copies from pageable memory, each batch
   finished before the next starts: what staging through pinned memory replaced), and on CUDA
-  whether queuing one batch makes the host wait for the device.
+  whether queuing one batch makes the host wait for the device, and ``embed_audio`` with the model
+  replayed from a CUDA graph (an experiment: ``benchmarks/cuda_graphs.py``).
 
 On the CPU the model rows are skipped unless ``--model`` is given (a forward pass of the full-size
 model takes about 0.2 s per clip there).  Timings are the best of ``--repeats`` runs; the rows
@@ -41,7 +42,8 @@ sys.path.insert(0, str(REPO / "src"))
 from mmverify.models import transfer  # noqa: E402
 from mmverify.models.clap import ClapBackend, HFClap  # noqa: E402
 from mmverify.models.clap_features import ClapMelFeatures  # noqa: E402
-from throughput import Rate, in_batches, measure, synchronize  # noqa: E402  (benchmarks/throughput.py)
+from cuda_graphs import graphed_clap  # noqa: E402  (benchmarks/cuda_graphs.py)
+from throughput import Rate, in_batches, measure  # noqa: E402  (benchmarks/throughput.py)
 
 SR = 48_000
 
@@ -134,6 +136,17 @@ def launch_waits(clap: HFClap, clips: list[np.ndarray]) -> str:
     return "no"
 
 
+def graphed_rate(source: str, clips: list[np.ndarray], device: str, batch: int, precision: str, repeats: int) -> Rate | str:
+    """``embed_audio`` with the model replayed from CUDA graphs, or why capturing failed."""
+    try:
+        with graphed_clap():
+            clap = HFClap(source=source, device=device, batch_size=batch, precision=precision)
+            clap.ensure_loaded()
+            return measure(lambda: clap.embed_audio(clips), len(clips), device, repeats)
+    except Exception as exc:  # noqa: BLE001  (a failed capture is the experiment's answer)
+        return f"failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+
+
 def model_rates(
     source: str, clips: list[np.ndarray], few: list[np.ndarray], device: str, batch: int, repeats: int
 ) -> dict[str, Any]:
@@ -166,6 +179,7 @@ def model_rates(
                     )
                 if device.startswith("cuda"):
                     rows[f"queuing a batch of {batch} waits for the device ({precision})"] = launch_waits(end_to_end, clips[:batch])
+                    rows[f"embed_audio, torch, {precision}, CUDA graph"] = graphed_rate(source, subset, device, batch, precision, repeats)
     return rows
 
 

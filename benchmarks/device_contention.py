@@ -22,6 +22,8 @@ and count as CPU time; waiting for the lock does not).
     python3 benchmarks/device_contention.py --items 256
     python3 benchmarks/device_contention.py --full --device cuda --items 2048
 
+``--cuda-graphs`` adds the backend alone and the largest number of decoding processes with CLAP's
+model replayed from CUDA graphs (an experiment, CUDA only: ``benchmarks/cuda_graphs.py``).
 ``--first-only`` runs the first setting alone, for a profile of who holds the lock
 (``bash benchmarks/gpu_run.sh profile``, then ``benchmarks/gil_summary.py``).
 """
@@ -43,6 +45,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from batched_scoring import CLASSES, esc50_references, full_size_clap, refuse_error_rows, write_clips  # noqa: E402
+from cuda_graphs import graphed_clap  # noqa: E402
 from mmverify.models import batching  # noqa: E402
 from mmverify.pipelines import batch  # noqa: E402
 from mmverify.pipelines.reward import Reward  # noqa: E402
@@ -131,6 +134,7 @@ def main() -> None:
     parser.add_argument("--prep-limits", default="16,4,2", help="comma-separated caps on items preparing at once")
     parser.add_argument("--decode-processes", default="4,8", help="comma-separated numbers of decoding processes")
     parser.add_argument("--first-only", action="store_true", help="only the first setting (to profile it: benchmarks/gil_summary.py)")
+    parser.add_argument("--cuda-graphs", action="store_true", help="also with CLAP's model replayed from CUDA graphs (CUDA only)")
     args = parser.parse_args()
     from mmverify.envfix import install_torchvision_op_stubs
 
@@ -166,14 +170,32 @@ def main() -> None:
         probe.trial("switch interval 50 ms", together, items, switch=0.05)
         for limit in (int(text) for text in args.prep_limits.split(",") if text):
             probe.trial(f"{limit} preparing at once", together, items, limit=limit)
-        for processes in (int(text) for text in args.decode_processes.split(",") if text):
+        counts = [int(text) for text in args.decode_processes.split(",") if text]
+        for processes in counts:
             decoding = reward(args.in_flight, args.batch_size, processes)
             probe.trial(f"{processes} decoding processes", decoding, items)
             decoding.close()
         probe.trial(f"{2 * args.in_flight} in flight", reward(2 * args.in_flight, args.batch_size), items)
+        if args.cuda_graphs:
+            graph_trials(probe, reward, items, clap, clips, args, max(counts, default=0))
 
 
-def print_backend_alone(clap: Path, clips: list[Path], args: argparse.Namespace) -> None:
+def graph_trials(probe: Probe, reward: Any, items: list[dict], clap: Path, clips: list[Path], args: argparse.Namespace, processes: int) -> None:
+    """The backend alone and ``processes`` decoding processes, with the model replayed from CUDA graphs."""
+    if not args.device.startswith("cuda"):
+        print("CUDA graph: needs a CUDA device", flush=True)
+        return
+    try:
+        with graphed_clap():
+            print_backend_alone(clap, clips, args, "backend alone, CUDA graph")
+            graphed = reward(args.in_flight, args.batch_size, processes)
+            probe.trial(f"CUDA graph, {processes} decoding", graphed, items)
+            graphed.close()
+    except Exception as exc:  # noqa: BLE001  (a failed capture is the experiment's answer)
+        print(f"CUDA graph: failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})", flush=True)
+
+
+def print_backend_alone(clap: Path, clips: list[Path], args: argparse.Namespace, label: str = "backend alone") -> None:
     from mmverify.core.media import load_audio
     from mmverify.models.clap import HFClap
 
@@ -185,7 +207,7 @@ def print_backend_alone(clap: Path, clips: list[Path], args: argparse.Namespace)
     backend.embed_audio(audio)
     wall = time.perf_counter() - started
     batches = -(-len(audio) // args.batch_size)
-    print(f"backend alone: {len(audio) / wall:.1f} clips/s, {1000 * wall / batches:.1f} ms a batch of {args.batch_size}", flush=True)
+    print(f"{label}: {len(audio) / wall:.1f} clips/s, {1000 * wall / batches:.1f} ms a batch of {args.batch_size}", flush=True)
 
 
 if __name__ == "__main__":

@@ -87,7 +87,8 @@ if [ "$quick" = 1 ]; then
       run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 \
         --tasks clap --workers 1 --decode-processes 2 "${size[@]}"
       mv "$out/batched_scoring.log" "$out/score_decoding.log"
-      run device_contention 300 --device "$device" --items 8 --in-flight 4 --batch-size 4 --prep-limits "" --decode-processes 2 ;;
+      run device_contention 300 --device "$device" --items 8 --in-flight 4 --batch-size 4 --prep-limits "" --decode-processes 2 \
+        --cuda-graphs ;;
     models)
       run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 "${size[@]}"
       run whisper_frontend 300 --device "$device" --clips 4 --batch-size 2 --numpy-clips 2 "${size[@]}"
@@ -121,10 +122,10 @@ if [ "$quick" = 1 ]; then
   exit $status
 fi
 case $part in
-  clap)  # the caps add up to 330 s, leaving lease time for a second call (profile, or score's worker counts)
+  clap)  # the caps add up to 360 s, leaving lease time for a second call (profile, or score's worker counts)
     run clap_frontend 60 --device "$device" --clips 512 --batch-sizes 128 --repeats 1
     clap_decoding
-    run device_contention 120 --full --device "$device" --items 1024 --prep-limits "" --decode-processes 4,8 ;;
+    run device_contention 150 --full --device "$device" --items 1024 --prep-limits "" --decode-processes 4,8 --cuda-graphs ;;
   models)
     # the caps add up to 510 s: with set-up, inside one 600 s call
     run clap_frontend 120 --device "$device" --clips 512 --batch-sizes 32,128 --repeats 2

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -32,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from mmverify.models.whisper_features import WhisperMelFeatures  # noqa: E402
-from throughput import Rate, in_batches, measure, synchronize  # noqa: E402  (benchmarks/throughput.py)
+from throughput import in_batches, measure  # noqa: E402  (benchmarks/throughput.py)
 
 SR = 16_000
 
