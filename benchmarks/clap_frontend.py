@@ -149,12 +149,12 @@ def graphed_rate(source: str, clips: list[np.ndarray], device: str, batch: int, 
 
 def model_rates(
     source: str, clips: list[np.ndarray], few: list[np.ndarray], device: str, batch: int, repeats: int
-) -> dict[str, Any]:
+) -> Iterator[tuple[str, Any]]:
     """Model forward alone on precomputed features, and end-to-end embed_audio per front end and
-    precision (the numpy front end on the ``few`` clips only: it is the slow one)."""
+    precision (the numpy front end on the ``few`` clips only: it is the slow one); each row as
+    soon as it is measured, so a time cap keeps those before it."""
     import torch
 
-    rows: dict[str, Any] = {}
     for precision in ("fp32", "bf16"):
         clap = HFClap(source=source, device=device, batch_size=batch, precision=precision)
         clap.ensure_loaded()
@@ -162,25 +162,29 @@ def model_rates(
         features = clap.feature_batch(prepared)
         is_longer = torch.zeros((features.shape[0], 1), dtype=torch.bool, device=clap.device)
         with torch.inference_mode():
-            rows[f"model forward, {precision}, batch {features.shape[0]}"] = measure(
+            forward = measure(
                 lambda: clap._model.get_audio_features(input_features=features, is_longer=is_longer),
                 features.shape[0], device, repeats,
             )  # fmt: skip
+        yield f"model forward, {precision}, batch {features.shape[0]}", forward
         for features_name, subset in (("torch", clips), ("numpy", few)):
             end_to_end = HFClap(source=source, device=device, batch_size=batch, precision=precision, features=features_name)
             end_to_end.ensure_loaded()
-            rows[f"embed_audio, {features_name} front end, {precision}, batch {batch}"] = measure(
+            yield f"embed_audio, {features_name} front end, {precision}, batch {batch}", measure(
                 lambda: end_to_end.embed_audio(subset), len(subset), device, repeats
             )
             if features_name == "torch":
+                staged = end_to_end.embed_audio(subset)
                 with earlier_copies():
-                    rows[f"embed_audio, torch, {precision}, earlier copies"] = measure(
-                        lambda: end_to_end.embed_audio(subset), len(subset), device, repeats
-                    )
+                    earlier_rate = measure(lambda: end_to_end.embed_audio(subset), len(subset), device, repeats)
+                    earlier = end_to_end.embed_audio(subset)
+                yield f"embed_audio, torch, {precision}, earlier copies", earlier_rate
+                yield f"embed_audio staged = earlier copies ({precision})", (
+                    "same bytes" if np.array_equal(staged, earlier) else f"NOT the same (max |diff| {np.abs(staged - earlier).max():.3g})"
+                )
                 if device.startswith("cuda"):
-                    rows[f"queuing a batch of {batch} waits for the device ({precision})"] = launch_waits(end_to_end, clips[:batch])
-                    rows[f"embed_audio, torch, {precision}, CUDA graph"] = graphed_rate(source, subset, device, batch, precision, repeats)
-    return rows
+                    yield f"queuing a batch of {batch} waits for the device ({precision})", launch_waits(end_to_end, clips[:batch])
+                    yield f"embed_audio, torch, {precision}, CUDA graph", graphed_rate(source, subset, device, batch, precision, repeats)
 
 
 def main() -> None:
@@ -216,7 +220,7 @@ def main() -> None:
             for key, value in torch_front_end_rates(source, clips, args.device, size, args.repeats).items():
                 print(f"{key:<58} {value}   {value.wall / extractor.wall:6.1f}x the extractor ({value.cpu / extractor.cpu:.1f}x per CPU-s)")
             if not on_cpu or args.model:
-                for key, value in model_rates(source, clips, few, args.device, size, args.repeats).items():
+                for key, value in model_rates(source, clips, few, args.device, size, args.repeats):
                     print(f"{key:<58} {value}")
 
 

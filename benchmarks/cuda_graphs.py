@@ -21,7 +21,9 @@ class GraphedAudioFeatures:
 
     The graph reads fixed input tensors and writes fixed outputs: each call copies its inputs in,
     replays, and returns the fixed outputs, which the next call overwrites (on the same stream, so
-    after every copy queued from them before it)."""
+    after every copy queued from them before it).  Called inside ``torch.inference_mode()``, as
+    ``HFClap`` does (the fixed tensors are inference tensors).  Unfused checkpoints only: a fused
+    one selects its longer clips with data-dependent indexing, which a capture refuses."""
 
     def __init__(self, model: Any) -> None:
         self._forward = model.get_audio_features
@@ -41,15 +43,16 @@ class GraphedAudioFeatures:
 
     def _capture(self, input_features: Any, is_longer: Any, torch: Any) -> tuple[Any, Any, Any, Any]:
         features, longer = input_features.clone(), is_longer.clone()
-        side = torch.cuda.Stream(device=input_features.device)
-        side.wait_stream(torch.cuda.current_stream(input_features.device))
-        with torch.cuda.stream(side):  # warm-up off the default stream, as capture requires
-            for _ in range(2):
-                self._forward(input_features=features, is_longer=longer)
-        torch.cuda.current_stream(input_features.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            output = self._forward(input_features=features, is_longer=longer)
+        with torch.cuda.device(input_features.device):  # capture makes its stream on the current device
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up off the default stream, as capture requires
+                for _ in range(2):
+                    self._forward(input_features=features, is_longer=longer)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                output = self._forward(input_features=features, is_longer=longer)
         return graph, features, longer, output
 
 

@@ -189,9 +189,11 @@ def graph_trials(probe: Probe, reward: Any, items: list[dict], clap: Path, clips
         with graphed_clap():
             print_backend_alone(clap, clips, args, "backend alone, CUDA graph")
             graphed = reward(args.in_flight, args.batch_size, processes)
-            probe.trial(f"CUDA graph, {processes} decoding", graphed, items)
-            graphed.close()
-    except Exception as exc:  # noqa: BLE001  (a failed capture is the experiment's answer)
+            try:
+                probe.trial(f"CUDA graph, {processes} decoding", graphed, items)
+            finally:
+                graphed.close()
+    except (Exception, SystemExit) as exc:  # noqa: BLE001  (a failed capture, or error rows, is the experiment's answer)
         print(f"CUDA graph: failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})", flush=True)
 
 

@@ -122,8 +122,8 @@ if [ "$quick" = 1 ]; then
   exit $status
 fi
 case $part in
-  clap)  # the caps add up to 360 s, leaving lease time for a second call (profile, or score's worker counts)
-    run clap_frontend 60 --device "$device" --clips 512 --batch-sizes 128 --repeats 1
+  clap)  # the caps add up to 400 s, leaving lease time for a second call (profile, or score's worker counts)
+    run clap_frontend 100 --device "$device" --clips 512 --batch-sizes 128 --repeats 1
     clap_decoding
     run device_contention 150 --full --device "$device" --items 1024 --prep-limits "" --decode-processes 4,8 --cuda-graphs ;;
   models)

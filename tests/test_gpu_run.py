@@ -40,7 +40,7 @@ def gpu_run(part: str, out: Path, **env: str) -> subprocess.CompletedProcess:
     "part, rows",
     [
         ("clap", {
-            "clap_frontend": ["torch front end (cpu, float64)", "embed_audio, torch front end, fp32", "embed_audio, torch, fp32, earlier copies"],
+            "clap_frontend": ["torch front end (cpu, float64)", "embed_audio, torch, fp32, earlier copies", "embed_audio staged = earlier copies (fp32)", "same bytes"],
             "score_decoding": ["mmverify score --workers 1", "media decoded by 2 decoding process(es)", "identical rows"],
             "device_contention": ["backend alone", "2 decoding processes", "CUDA graph: needs a CUDA device"],
         }),
@@ -67,6 +67,7 @@ def test_each_part_runs_every_benchmark_and_each_prints_its_rows(tmp_path: Path,
         log = (tmp_path / f"{name}.log").read_text()
         for line in lines:
             assert line in log, f"{name}: {line!r} missing from its log"
+        assert "NOT the same" not in log
     assert (tmp_path / "machine.txt").read_text().strip()
 
 

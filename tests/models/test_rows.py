@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mmverify.models.compute_locks import owner_lock
+from mmverify.models import rows
+from mmverify.models.compute_locks import computing, owner_lock
 from mmverify.models.rows import RowQueue, Staged, Waiting, compute_now, content_digest, run_rows, same_input, then
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -169,28 +171,29 @@ def test_pil_images_digest_by_content():
 
 # -- staged computations ----------------------------------------------------------------------------
 class _Recorder:
-    """A staged doubling computation that logs each step and checks its owner's lock is held."""
+    """A staged doubling computation that logs each step and whether its owner's lock was held."""
 
     def __init__(self, owner: object | None = None) -> None:
         self.log: list[str] = []
         self.owner = owner
         self.batches = 0
+        self.locked: dict[str, list[bool]] = {"launch": [], "finish": []}
 
     def launch(self, batch: list[int]) -> tuple[int, list[int]]:
-        self._check_lock()
+        self._note("launch")
         number = self.batches
         self.batches += 1
         self.log.append(f"launch {number}")
         return number, [2 * x for x in batch]
 
     def finish(self, handle: tuple[int, list[int]]) -> list[int]:
-        self._check_lock()
+        self._note("finish")
         self.log.append(f"finish {handle[0]}")
         return handle[1]
 
-    def _check_lock(self) -> None:
+    def _note(self, step: str) -> None:
         if self.owner is not None:
-            assert owner_lock(self.owner).locked()
+            self.locked[step].append(owner_lock(self.owner).locked())
 
 
 def test_a_staged_bulk_call_launches_each_batch_before_it_finishes_the_last():
@@ -219,11 +222,23 @@ def test_staged_and_plain_computations_give_the_same_outputs_in_the_same_rows():
     assert seen["staged"] == seen["plain"]  # the same batches, rows by content
 
 
-def test_a_staged_computation_holds_its_owners_lock_from_first_launch_to_last_finish():
+def test_a_staged_computation_holds_its_owners_lock_for_each_launch_and_not_while_it_waits(monkeypatch):
     owner = object()
     recorder = _Recorder(owner)
+    entered = []
+
+    @contextmanager
+    def counted(held_owner):
+        entered.append(held_owner)
+        with computing(held_owner):
+            yield
+
+    monkeypatch.setattr(rows, "computing", counted)
     compute_now(list(range(9)), Staged(recorder.launch, recorder.finish), 2, owner=owner, by_content=False)
     assert recorder.log[-1] == "finish 4" and not owner_lock(owner).locked()
+    # taken once per launch, so a round's device thread can run its own batch while this one waits
+    assert entered == [owner] * 5
+    assert recorder.locked == {"launch": [True] * 5, "finish": [False] * 5}
 
 
 def test_a_failing_launch_fails_the_bulk_call_and_releases_the_lock():

@@ -32,22 +32,33 @@ def test_an_array_keeps_its_shape_and_dtype(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_host_copy_gives_the_tensors_values(device):
-    tensor = torch.linspace(-1, 1, 24, device=device).reshape(4, 6)
+    tensor = torch.arange(24, dtype=torch.float32, device=device).reshape(4, 6) / 4  # exact in binary
     copied = HostCopy(tensor).result()
-    assert isinstance(copied, np.ndarray) and np.array_equal(copied, tensor.cpu().numpy())
+    assert isinstance(copied, np.ndarray) and copied.dtype == np.float32
+    assert np.array_equal(copied, np.arange(24, dtype=np.float32).reshape(4, 6) / 4)
+    assert upload(np.float64(2.5), device).shape == ()  # a 0-d array stays 0-d
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+
+
+@CUDA
 def test_on_cuda_neither_direction_waits_for_the_device():
-    big = torch.randn(2048, 2048, device="cuda")
     torch.cuda.set_sync_debug_mode("error")  # any copy that synchronises raises
     try:
-        busy = big @ big  # queued work the copies must not wait for
+        torch.cuda._sleep(1_000_000_000)  # about a second of queued device work the copies must not wait for
         sent = upload_joined([np.ones(1000, np.float32), np.zeros(10, np.float32)], "cuda")
         index = upload(np.arange(6).reshape(2, 3), "cuda")
-        pending = HostCopy(busy[:2, :3] + index)
+        pending = HostCopy(sent[:6].reshape(2, 3) * 2 + index)
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    assert float(sent.sum()) == 1000.0
-    expected = (big @ big)[:2, :3] + torch.arange(6, device="cuda").reshape(2, 3)
-    assert np.allclose(pending.result(), expected.cpu().numpy())
+    # the result waits for its copy, which runs after the sleep
+    assert np.array_equal(pending.result(), 2 + np.arange(6).reshape(2, 3))
+
+
+@CUDA
+def test_on_cuda_a_staging_buffer_is_not_reused_before_its_copy_has_run():
+    torch.cuda._sleep(1_000_000_000)  # the first copy waits behind this
+    first = upload_joined([np.full(1 << 20, 1.0, np.float32)], "cuda")
+    second = upload_joined([np.full(1 << 20, 2.0, np.float32)], "cuda")  # same size: a cached pinned block
+    assert float(first.sum()) == float(1 << 20) and float(second.sum()) == float(2 << 20)

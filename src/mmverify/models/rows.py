@@ -259,8 +259,8 @@ def compute_now(
 ) -> list[Any]:
     """Outputs of ``compute`` for ``inputs``, in order, computed in fixed-shape batches here and now
     (under ``owner``'s lock when one is named); ``by_content``: see :class:`RowQueue`.  A
-    :class:`Staged` computation has at most two batches started at a time, and holds the lock
-    from the first launch to the last finish."""
+    :class:`Staged` computation has at most two batches started at a time; the lock is held while
+    one launches (a finish only waits for its results, so another thread's batch may run between)."""
     outputs: list[Any] = [None] * len(inputs)
     queues: dict[Hashable, RowQueue] = {}
     for index, item in enumerate(inputs):
@@ -279,14 +279,14 @@ def compute_now(
             layer, placed, handle = started.popleft()
             deliver(layer, _picked(compute.finish(handle), placed, batch_size))
 
-        with _held(owner):
-            for layer in layers:
-                placed = [(row.slot, row.item) for row in layer]
+        for layer in layers:
+            placed = [(row.slot, row.item) for row in layer]
+            with _held(owner):
                 started.append((layer, placed, compute.launch(_filled(placed, batch_size))))
-                if len(started) > 1:
-                    finish_oldest()
-            while started:
+            if len(started) > 1:
                 finish_oldest()
+        while started:
+            finish_oldest()
         return outputs
     for layer in layers:
         placed = [(row.slot, row.item) for row in layer]

@@ -46,8 +46,8 @@ def upload_joined(arrays: Sequence[np.ndarray], device: "torch.device | str", dt
 
 def upload(array: np.ndarray, device: "torch.device | str") -> "torch.Tensor":
     """``array`` (any shape) as a tensor on ``device``."""
-    array = np.ascontiguousarray(array)
-    return upload_joined([array], device, array.dtype.type).reshape(array.shape)
+    shape, array = np.shape(array), np.ascontiguousarray(array)  # the latter makes a 0-d array 1-d
+    return upload_joined([array], device, array.dtype.type).reshape(shape)
 
 
 class HostCopy:
