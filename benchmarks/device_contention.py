@@ -59,17 +59,20 @@ class Probe:
         self.wall = self.cpu = 0.0
         self.batches = 0
         self.places: threading.Semaphore | None = None
-        run, submit, within = batching.BatchRound._run, batching.BatchRound.submit, batch._within
+        run, land, submit, within = batching.BatchRound._run, batching.BatchRound._land, batching.BatchRound.submit, batch._within
         probe = self
 
-        def timed_run(round_: Any, group: Any, layer: Any) -> None:
-            started, cpu = time.perf_counter(), time.thread_time()
-            try:
-                run(round_, group, layer)
-            finally:
-                probe.wall += time.perf_counter() - started
-                probe.cpu += time.thread_time() - cpu
-                probe.batches += 1
+        def timed(step: Any, counts: bool) -> Any:
+            def wrapped(round_: Any, *args: Any) -> Any:
+                started, cpu = time.perf_counter(), time.thread_time()
+                try:
+                    return step(round_, *args)
+                finally:
+                    probe.wall += time.perf_counter() - started
+                    probe.cpu += time.thread_time() - cpu
+                    probe.batches += counts
+
+            return wrapped
 
         def waiting_submit(round_: Any, *args: Any, **kwargs: Any) -> Any:
             with probe.given_up():
@@ -79,7 +82,9 @@ class Probe:
             with probe.held():
                 return within(item, timeout, decoder)
 
-        batching.BatchRound._run, batching.BatchRound.submit, batch._within = timed_run, waiting_submit, limited_within
+        # a batch's time on the device thread: computing it, or launching it and later landing it
+        batching.BatchRound._run, batching.BatchRound._land = timed(run, True), timed(land, False)
+        batching.BatchRound.submit, batch._within = waiting_submit, limited_within
 
     @contextmanager
     def held(self) -> Iterator[None]:

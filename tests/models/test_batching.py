@@ -472,10 +472,10 @@ def test_a_fault_in_scheduling_answers_the_waiting_members_and_the_round_goes_on
     batch_round = BatchRound(stall_s=None)
     real_take, faults = batch_round._take, [KeyError("scheduling bug")]
 
-    def take_once_broken(now):
+    def take_once_broken(now, eager=True):
         if faults and batch_round._groups:
             raise faults.pop()
-        return real_take(now)
+        return real_take(now, eager)
 
     monkeypatch.setattr(batch_round, "_take", take_once_broken)
     _finish(_members(batch_round, [("first", lambda: forward(owner, "double", [1], model, 2))], results))

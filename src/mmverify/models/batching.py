@@ -25,6 +25,12 @@ than a model:
   partial batch -- the item threads that are not waiting are busy elsewhere (a judge call, a slow
   decode).
 
+A staged computation (:class:`~.rows.Staged`) whose launch returns while the device still
+computes (CLAP on CUDA) is finished later (:mod:`.round_batches`): meanwhile the device thread
+launches the next ready batch, at most :data:`MAX_STARTED` at a time, so the host's work on one
+batch overlaps the device's on the other.  While a batch is started, only full (or stalled) batches
+start: its members count as waiting, but come back with inputs when it lands.
+
 A backend never computes in two threads at once (:mod:`.compute_locks`).
 """
 
@@ -32,16 +38,20 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterator, Sequence
 
 from .compute_locks import POLL_S, computing, count_running
-from .rows import Compute, Row, RowQueue, ShapeOf, Waiting, compute_now, content_digest, one_shape, run_rows, share
+from .round_batches import Launched, compute, each_request, landed, launch, requests_of
+from .rows import Compute, Row, RowQueue, ShapeOf, Staged, Waiting, compute_now, content_digest, one_shape, share
 
 __all__ = ["BatchRound", "compute_now", "current_round", "forward", "left_a_queue", "one_shape", "outside_round"]
 
 STALL_S = 1.0  # an input that waited this long runs in a partial batch
+MAX_STARTED = 2  # staged batches launched on a device and not yet finished: one computing, one queued
+POLL_STARTED_S = 0.002  # how often the device thread looks whether a launched batch has finished
 
 
 _LOCAL = threading.local()
@@ -129,10 +139,6 @@ class _Group:
     def ready(self) -> bool:
         """Every row of the next batch is taken, or so many inputs wait that few rows would stay free."""
         return self.queue.occupied == self.queue.rows or self.queue.count >= 2 * self.queue.rows
-
-
-def _requests(layer: list[Row]) -> list[_Request]:
-    return list(dict.fromkeys(waiting.receiver[0] for row in layer for waiting in row.receivers))
 
 
 class BatchRound:
@@ -268,12 +274,13 @@ class BatchRound:
         request.answered.release()
         self._changed()
 
-    def _take(self, now: float) -> list[tuple[_Group, list[Row]]]:
+    def _take(self, now: float, eager: bool = True) -> list[tuple[_Group, list[Row]]]:
         """Batches ready to run (lock held): the next of each stalled group (first, so full batches
-        of other groups cannot starve them); else one ready batch; else the next of every group
-        once no member is working (the inputs left behind, which wanted a taken row, go in the next
-        batches); everything once closed.  Expired groups are dropped (a run sees a new clip
-        length, and so a new group, per item)."""
+        of other groups cannot starve them); else one ready batch; else, when ``eager``, the next
+        of every group once no member is working (the inputs left behind, which wanted a taken row,
+        go in the next batches); everything once closed.  Not ``eager`` while a launched batch is
+        still computing: its members count as waiting but come back with inputs when it lands.
+        Expired groups are dropped (a run sees a new clip length, and so a new group, per item)."""
         groups = list(self._groups.values())
         stale = [g for g in groups if g.stalled(now, self.stall_s)]
         ready = next((g for g in groups if g.ready), None)
@@ -283,7 +290,7 @@ class BatchRound:
             work = [(g, g.queue.layer()) for g in stale]
         elif ready is not None:
             work = [(ready, ready.queue.layer())]
-        elif self._waiting >= self._members and not self._starting:
+        elif eager and self._waiting >= self._members and not self._starting:
             work = [(g, g.queue.layer()) for g in groups if g.queue.count]
         else:
             work = []
@@ -293,15 +300,15 @@ class BatchRound:
             del self._groups[key]
         return work
 
-    def _take_or_fail(self, now: float) -> list[tuple[_Group, list[Row]]]:
+    def _take_or_fail(self, now: float, eager: bool = True) -> list[tuple[_Group, list[Row]]]:
         """:meth:`_take`; should scheduling itself fail, every waiting request gets the error (lock
         held) -- the device thread must outlive it, or the members would wait for ever."""
         try:
-            return self._take(now)
+            return self._take(now, eager)
         except Exception as exc:  # noqa: BLE001
             for group in self._groups.values():
                 for queue in group.queue.queues.values():
-                    for request in _requests(list(queue)):
+                    for request in requests_of(list(queue)):
                         self._finish(request, exc)
             self._groups.clear()
             return []
@@ -316,36 +323,81 @@ class BatchRound:
         return max(0.0, self.stall_s - max(waits))
 
     def _serve(self) -> None:
+        started: deque[Launched] = deque()  # launched on the device, oldest first
         while True:
             with self._lock:
-                work = self._take_or_fail(self._clock())
-                while not work:
-                    if self._closed:
+                work = self._take_or_fail(self._clock(), eager=not started)
+                while not work and not (started and started[0].ready):
+                    if self._closed and not started:
                         return
-                    self._cond.wait(self._next_stall(self._clock()))
-                    work = self._take_or_fail(self._clock())
+                    self._cond.wait(POLL_STARTED_S if started else self._next_stall(self._clock()))
+                    work = self._take_or_fail(self._clock(), eager=not started)
+            while started and started[0].ready:
+                self._land_oldest(started)
             for group, chunk in work:
-                try:
-                    self._run(group, chunk)
-                except BaseException as exc:  # noqa: BLE001  (the device thread must answer every request)
-                    with self._lock:
-                        for request in _requests(chunk):
-                            self._finish(request, exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+                while len(started) >= MAX_STARTED:
+                    self._land_oldest(started)  # waits for the device
+                launched = self._answering(chunk, self._run, group, chunk)
+                if launched is not None:
+                    started.append(launched)
 
-    def _run(self, group: _Group, layer: list[Row]) -> None:
+    def _land_oldest(self, started: "deque[Launched]") -> None:
+        landing = started.popleft()
+        self._answering(landing.live, self._land, landing)
+
+    def _answering(self, layer: list[Row], step: Callable[..., Any], *args: Any) -> Any:
+        """``step(*args)``; should it fail, every request of ``layer`` gets the error (the device
+        thread must answer every request)."""
+        try:
+            return step(*args)
+        except BaseException as exc:  # noqa: BLE001
+            with self._lock:
+                for request in requests_of(layer):
+                    self._finish(request, exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            return None
+
+    def _run(self, group: _Group, layer: list[Row]) -> Launched | None:
+        """Compute ``layer`` and answer its requests; a staged computation whose launch returned
+        before the device finished is handed back instead, to :meth:`_land` later."""
         with self._lock:
             live = [row for row in layer if any(not w.receiver[0].finished for w in row.receivers)]
             for row in live:
                 for waiting in row.receivers:
                     waiting.receiver[0].started = True
         if not live:
-            return
+            return None
         count_running(1)
+        handed_back = False
         try:
-            with computing(group.owner):
-                answers, failures = _compute(group, live)
+            if isinstance(group.compute, Staged):
+                try:
+                    landing = launch(group, live)
+                except Exception as exc:  # noqa: BLE001  (what failed is found request by request)
+                    with computing(group.owner):
+                        answers, failures = each_request(group, live, exc)
+                else:
+                    if not landing.ready:
+                        handed_back = True  # counted as running until it lands
+                        return landing
+                    answers, failures = landed(landing)
+            else:
+                with computing(group.owner):
+                    answers, failures = compute(group, live)
+        finally:
+            if not handed_back:
+                count_running(-1)
+        self._answer(group, live, answers, failures)
+        return None
+
+    def _land(self, landing: Launched) -> None:
+        """Finish a batch :meth:`_run` launched, and answer its requests."""
+        try:
+            answers, failures = landed(landing)
         finally:
             count_running(-1)
+        self._answer(landing.group, landing.live, answers, failures)
+
+    def _answer(self, group: _Group, live: list[Row], answers: dict[int, Any], failures: dict[_Request, BaseException]) -> None:
         with self._lock:
             self.batches_run += 1
             answered = bool(failures)
@@ -365,25 +417,3 @@ class BatchRound:
                 self._finish(request, error)
             if answered:  # its members come back with their next inputs: a stall counts from now
                 group.answered_at = self._clock()
-
-
-def _compute(group: _Group, live: list[Row]) -> tuple[dict[int, Any], dict[_Request, BaseException]]:
-    """Outputs by position in ``live``; when the batch fails, each request's rows are run again on
-    their own (in the same rows), so a bad input fails only its own request."""
-    rows = group.queue.rows
-    answers: dict[int, Any] = {}
-    failures: dict[_Request, BaseException] = {}
-    try:
-        answers = dict(enumerate(run_rows(group.compute, [(row.slot, row.item) for row in live], rows)))
-    except Exception as exc:
-        waiting = [request for request in _requests(live) if not request.finished]  # a timed-out one needs nothing
-        if len(waiting) == 1 and all(any(w.receiver[0] is waiting[0] for w in row.receivers) for row in live):
-            return {}, {waiting[0]: exc}  # the batch was its inputs alone: running them again would repeat it
-        for request in waiting:
-            positions = [p for p, row in enumerate(live) if any(w.receiver[0] is request for w in row.receivers)]
-            try:
-                outputs = run_rows(group.compute, [(live[p].slot, live[p].item) for p in positions], rows)
-                answers.update((p, output) for p, output in zip(positions, outputs) if p not in answers)
-            except Exception as exc:  # this request's own inputs fail: only its item pays
-                failures[request] = exc
-    return answers, failures

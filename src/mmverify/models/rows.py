@@ -203,10 +203,11 @@ class RowQueue:
 def run_rows(compute: Compute, placed: Sequence[tuple[int, Any]], rows: int) -> list[Any]:
     """``compute`` on one batch of ``rows`` rows holding each ``(slot, input)`` at its slot (the
     others padded with copies of the first input); the outputs of those slots, in order."""
-    return _picked(compute(_filled(placed, rows)), placed, rows)
+    return placed_outputs(compute(padded_batch(placed, rows)), placed, rows)
 
 
-def _filled(placed: Sequence[tuple[int, Any]], rows: int) -> list[Any]:
+def padded_batch(placed: Sequence[tuple[int, Any]], rows: int) -> list[Any]:
+    """The ``rows`` inputs of a batch holding each ``(slot, input)`` at its slot, copies of the first elsewhere."""
     if not 0 < len(placed) <= rows:
         raise ValueError(f"a batch holds 1..{rows} inputs, got {len(placed)}")
     batch = [placed[0][1]] * rows
@@ -215,7 +216,8 @@ def _filled(placed: Sequence[tuple[int, Any]], rows: int) -> list[Any]:
     return batch
 
 
-def _picked(outputs: Sequence[Any], placed: Sequence[tuple[int, Any]], rows: int) -> list[Any]:
+def placed_outputs(outputs: Sequence[Any], placed: Sequence[tuple[int, Any]], rows: int) -> list[Any]:
+    """The outputs of the placed inputs' slots, in order, from a batch's ``rows`` outputs."""
     if len(outputs) != rows:
         raise RuntimeError(f"a batch of {rows} inputs gave {len(outputs)} outputs")
     return [outputs[slot] for slot, _ in placed]
@@ -227,7 +229,9 @@ class Staged:
     accelerator it queues the batch's work and returns at once), ``finish`` waits for the handle
     and returns the batch's outputs.  A bulk call (:func:`compute_now`) launches each batch before
     it finishes the one before, so the host prepares a batch while the device computes the last;
-    called as a plain computation it does both steps at once."""
+    called as a plain computation it does both steps at once.  A handle may have a ``ready()``
+    method, false while the device still computes: a round's device thread then launches its next
+    ready batch before it finishes this one (see :mod:`.batching`)."""
 
     launch: Callable[[list[Any]], Any]
     finish: Callable[[Any], Sequence[Any]]
@@ -277,12 +281,12 @@ def compute_now(
 
         def finish_oldest() -> None:
             layer, placed, handle = started.popleft()
-            deliver(layer, _picked(compute.finish(handle), placed, batch_size))
+            deliver(layer, placed_outputs(compute.finish(handle), placed, batch_size))
 
         for layer in layers:
             placed = [(row.slot, row.item) for row in layer]
             with _held(owner):
-                started.append((layer, placed, compute.launch(_filled(placed, batch_size))))
+                started.append((layer, placed, compute.launch(padded_batch(placed, batch_size))))
             if len(started) > 1:
                 finish_oldest()
         while started:

@@ -66,6 +66,10 @@ class HostCopy:
         self._done = torch.cuda.Event()
         self._done.record(torch.cuda.current_stream(tensor.device))
 
+    def ready(self) -> bool:
+        """Whether the values have arrived (:meth:`result` would not wait)."""
+        return self._done is None or bool(self._done.query())
+
     def result(self) -> np.ndarray:
         if self._done is not None:
             self._done.synchronize()
