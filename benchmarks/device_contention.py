@@ -5,10 +5,11 @@ It scores ``a_sound_cot`` (CLAP) through the Reward API, like ``batched_scoring.
 one row per setting:
 
 - items/s;
-- the share of the wall time the device thread spent running batches, their count, and the
-  milliseconds each took;
+- the share of the wall time with a batch running (from its start, or launch, to its answers),
+  the batches' count, and the milliseconds each took from start to answers;
 - the process's CPU use in cores (decoding processes not counted);
-- the share of a batch's time that the device thread spent on a CPU.
+- the share of the device thread's time in batches (running, launching or landing them; not its
+  waits between them) that it spent on a CPU.
 
 The settings are the defaults, the interpreter's switch interval, a cap on the number of items that
 prepare at once (an item holds one of ``--prep-limits`` places while it decodes and combines, and
@@ -56,23 +57,25 @@ class Probe:
     """Wraps the round's batch runs (time, CPU time, count) and, with a limit, the items' own work."""
 
     def __init__(self) -> None:
-        self.wall = self.cpu = 0.0
-        self.batches = 0
+        self.reset()
         self.places: threading.Semaphore | None = None
         run, land, submit, within = batching.BatchRound._run, batching.BatchRound._land, batching.BatchRound.submit, batch._within
         probe = self
 
-        def timed(step: Any, counts: bool) -> Any:
-            def wrapped(round_: Any, *args: Any) -> Any:
-                started, cpu = time.perf_counter(), time.thread_time()
-                try:
-                    return step(round_, *args)
-                finally:
-                    probe.wall += time.perf_counter() - started
-                    probe.cpu += time.thread_time() - cpu
-                    probe.batches += counts
+        def timed_run(round_: Any, group: Any, layer: Any) -> Any:
+            begun = probe.enter()
+            launched = probe.on_thread(run, round_, group, layer)
+            if launched is None:
+                probe.leave(begun)
+            else:  # launched on the device: it counts until it lands
+                probe.begun[id(launched)] = begun
+            return launched
 
-            return wrapped
+        def timed_land(round_: Any, launched: Any) -> None:
+            try:
+                probe.on_thread(land, round_, launched)
+            finally:
+                probe.leave(probe.begun.pop(id(launched)))
 
         def waiting_submit(round_: Any, *args: Any, **kwargs: Any) -> Any:
             with probe.given_up():
@@ -82,9 +85,39 @@ class Probe:
             with probe.held():
                 return within(item, timeout, decoder)
 
-        # a batch's time on the device thread: computing it, or launching it and later landing it
-        batching.BatchRound._run, batching.BatchRound._land = timed(run, True), timed(land, False)
+        batching.BatchRound._run, batching.BatchRound._land = timed_run, timed_land
         batching.BatchRound.submit, batch._within = waiting_submit, limited_within
+
+    def reset(self) -> None:
+        self.busy = self.latency = self.thread_wall = self.cpu = 0.0
+        self.batches = self.running = 0
+        self.busy_since = 0.0
+        self.begun: dict[int, float] = {}
+
+    def on_thread(self, step: Any, *args: Any) -> Any:
+        """``step(*args)`` on the device thread, its wall and CPU time counted."""
+        started, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return step(*args)
+        finally:
+            self.thread_wall += time.perf_counter() - started
+            self.cpu += time.thread_time() - cpu
+
+    def enter(self) -> float:
+        """A batch starts (the device thread is the only caller): its start time."""
+        now = time.perf_counter()
+        self.batches += 1
+        if not self.running:
+            self.busy_since = now
+        self.running += 1
+        return now
+
+    def leave(self, begun: float) -> None:
+        now = time.perf_counter()
+        self.latency += now - begun
+        self.running -= 1
+        if not self.running:
+            self.busy += now - self.busy_since
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -112,8 +145,7 @@ class Probe:
         default_switch = sys.getswitchinterval()
         sys.setswitchinterval(switch or default_switch)
         self.places = threading.Semaphore(limit) if limit else None
-        self.wall = self.cpu = 0.0
-        self.batches = 0
+        self.reset()
         cpu, started = sum(os.times()[:2]), time.perf_counter()
         try:
             rows = reward.rows(items)
@@ -123,9 +155,9 @@ class Probe:
             self.places = None
         refuse_error_rows(label, rows)
         print(
-            f"{label:30} {len(items) / wall:8.1f} items/s  device busy {self.wall / wall:5.2f}  {self.batches:4d} batches "
-            f"{1000 * self.wall / max(self.batches, 1):7.1f} ms each  process {(sum(os.times()[:2]) - cpu) / wall:5.1f} cores  "
-            f"device thread on a CPU {self.cpu / max(self.wall, 1e-9):4.2f}", flush=True,
+            f"{label:30} {len(items) / wall:8.1f} items/s  device busy {self.busy / wall:5.2f}  {self.batches:4d} batches "
+            f"{1000 * self.latency / max(self.batches, 1):7.1f} ms each  process {(sum(os.times()[:2]) - cpu) / wall:5.1f} cores  "
+            f"device thread on a CPU {self.cpu / max(self.thread_wall, 1e-9):4.2f}", flush=True,
         )  # fmt: skip
 
 

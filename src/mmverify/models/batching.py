@@ -40,11 +40,10 @@ import threading
 import time
 from collections import deque
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterator, Sequence
 
 from .compute_locks import POLL_S, computing, count_running
-from .round_batches import Launched, compute, each_request, landed, launch, requests_of
+from .round_batches import Group, Launched, Request, compute, each_request, landed, launch, requests_of
 from .rows import Compute, Row, RowQueue, ShapeOf, Staged, Waiting, compute_now, content_digest, one_shape, share
 
 __all__ = ["BatchRound", "compute_now", "current_round", "forward", "left_a_queue", "one_shape", "outside_round"]
@@ -96,51 +95,6 @@ def forward(
     return batch_round.submit(owner, kind, items, compute, batch_size, shape, by_content)
 
 
-@dataclass(eq=False)
-class _Request:
-    size: int
-    outputs: list[Any] = field(default_factory=list)
-    filled: int = 0
-    error: BaseException | None = None
-    counted: bool = False  # among the round's waiting requests
-    started: bool = False  # a chunk holding one of its inputs has begun to compute
-    finished: bool = False
-    # Held until the request is answered.  A plain lock, not an Event: a deadline raised in the
-    # waiting thread can land inside an Event's own locking and leave it taken, and answering would
-    # then block the device thread for good; a lock taken by a waiter who left blocks nobody.
-    answered: threading.Lock = field(default_factory=threading.Lock)
-
-    def __post_init__(self) -> None:
-        self.outputs = [None] * self.size
-        self.answered.acquire()
-
-
-@dataclass(eq=False)
-class _Group:
-    owner: object
-    compute: Compute
-    queue: RowQueue  # receivers: (request, index of the input in it)
-    taken_at: float = float("-inf")  # when its last batch was taken
-    answered_at: float = float("-inf")  # when its last batch that answered a request ended
-
-    def waited(self, now: float) -> float:
-        """How long its oldest input has waited since it asked or since the group's last batch that
-        answered a request ended (whose members come back with inputs), whichever came later."""
-        return self.queue.waited(now, self.answered_at)
-
-    def stalled(self, now: float, stall_s: float | None) -> bool:
-        return stall_s is not None and self.queue.count > 0 and self.waited(now) >= stall_s
-
-    def expired(self, now: float, stall_s: float | None) -> bool:
-        """Empty, and its last batch taken a stall time ago: nothing it knows can change a decision."""
-        return not self.queue.count and (stall_s is None or now - max(self.taken_at, self.answered_at) >= stall_s)
-
-    @property
-    def ready(self) -> bool:
-        """Every row of the next batch is taken, or so many inputs wait that few rows would stay free."""
-        return self.queue.occupied == self.queue.rows or self.queue.count >= 2 * self.queue.rows
-
-
 class BatchRound:
     """Items scored together: their model requests are merged per backend and kind, and run on
     one device thread.  Item threads join with :meth:`member`."""
@@ -152,7 +106,7 @@ class BatchRound:
         # the block, so a deadline raised in that thread cannot leave it taken (a Condition's can).
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._groups: dict[tuple[int, Hashable, Hashable], _Group] = {}
+        self._groups: dict[tuple[int, Hashable, Hashable], Group] = {}
         self._owners: dict[int, object] = {}  # keeps owners alive so their ids stay unique
         self._members = 0
         self._waiting = 0
@@ -224,7 +178,7 @@ class BatchRound:
         self, owner: object, kind: Hashable, inputs: list[Any], compute: Compute, batch_size: int, shape: ShapeOf,
         by_content: bool = True,
     ) -> list[Any]:
-        request = _Request(len(inputs))
+        request = Request(len(inputs))
         digests = [content_digest(item) for item in inputs]  # before the lock: a big clip takes a while
         try:
             with self._lock:
@@ -238,7 +192,7 @@ class BatchRound:
                     key = (id(owner), kind, shape(item))
                     group = self._groups.get(key)
                     if group is None:
-                        group = self._groups[key] = _Group(owner, compute, RowQueue(batch_size, by_content))
+                        group = self._groups[key] = Group(owner, compute, RowQueue(batch_size, by_content))
                     group.queue.add(Waiting(item, (request, index), digests[index], now))  # nothing half-queued
                 self._changed()
             while not request.answered.acquire(timeout=POLL_S):
@@ -263,7 +217,7 @@ class BatchRound:
         """Something happened in the round (lock held): wake the device thread."""
         self._cond.notify_all()
 
-    def _finish(self, request: _Request, error: BaseException | None = None) -> None:
+    def _finish(self, request: Request, error: BaseException | None = None) -> None:
         """Mark ``request`` answered (lock held); its thread stops counting as waiting."""
         if request.finished:
             return
@@ -274,7 +228,7 @@ class BatchRound:
         request.answered.release()
         self._changed()
 
-    def _take(self, now: float, eager: bool = True) -> list[tuple[_Group, list[Row]]]:
+    def _take(self, now: float, eager: bool = True) -> list[tuple[Group, list[Row]]]:
         """Batches ready to run (lock held): the next of each stalled group (first, so full batches
         of other groups cannot starve them); else one ready batch; else, when ``eager``, the next
         of every group once no member is working (the inputs left behind, which wanted a taken row,
@@ -300,18 +254,22 @@ class BatchRound:
             del self._groups[key]
         return work
 
-    def _take_or_fail(self, now: float, eager: bool = True) -> list[tuple[_Group, list[Row]]]:
+    def _take_or_fail(self, now: float, eager: bool = True) -> list[tuple[Group, list[Row]]]:
         """:meth:`_take`; should scheduling itself fail, every waiting request gets the error (lock
         held) -- the device thread must outlive it, or the members would wait for ever."""
         try:
             return self._take(now, eager)
         except Exception as exc:  # noqa: BLE001
-            for group in self._groups.values():
-                for queue in group.queue.queues.values():
-                    for request in requests_of(list(queue)):
-                        self._finish(request, exc)
-            self._groups.clear()
+            self._fail_queued(exc)
             return []
+
+    def _fail_queued(self, error: Exception) -> None:
+        """Every queued request gets ``error`` (lock held)."""
+        for group in self._groups.values():
+            for queue in group.queue.queues.values():
+                for request in requests_of(list(queue)):
+                    self._finish(request, error)
+        self._groups.clear()
 
     def _next_stall(self, now: float) -> float | None:
         """Seconds until an input has waited ``stall_s`` as :meth:`_take` counts (None: nothing waits)."""
@@ -324,22 +282,44 @@ class BatchRound:
 
     def _serve(self) -> None:
         started: deque[Launched] = deque()  # launched on the device, oldest first
-        while True:
-            with self._lock:
-                work = self._take_or_fail(self._clock(), eager=not started)
-                while not work and not (started and started[0].ready):
-                    if self._closed and not started:
-                        return
-                    self._cond.wait(POLL_STARTED_S if started else self._next_stall(self._clock()))
-                    work = self._take_or_fail(self._clock(), eager=not started)
-            while started and started[0].ready:
-                self._land_oldest(started)
-            for group, chunk in work:
-                while len(started) >= MAX_STARTED:
-                    self._land_oldest(started)  # waits for the device
-                launched = self._answering(chunk, self._run, group, chunk)
-                if launched is not None:
-                    started.append(launched)
+        try:
+            while self._serve_once(started):
+                pass
+        except BaseException as exc:  # noqa: BLE001  (nobody may be left waiting on a dead device thread)
+            self._abandon(started, exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            raise
+
+    def _serve_once(self, started: "deque[Launched]") -> bool:
+        """Land what has finished, wait for work or run it; False once closed with nothing left."""
+        oldest_ready = bool(started) and started[0].ready  # a handle's own code: not under the lock
+        with self._lock:
+            work = self._take_or_fail(self._clock(), eager=not started)
+            if not work and not oldest_ready:
+                if self._closed and not started:
+                    return False
+                self._cond.wait(POLL_STARTED_S if started else self._next_stall(self._clock()))
+                return True
+        while started and started[0].ready:
+            self._land_oldest(started)
+        for group, chunk in work:
+            while len(started) >= MAX_STARTED and isinstance(group.compute, Staged):
+                self._land_oldest(started)  # waits for the device
+            launched = self._answering(chunk, self._run, group, chunk)
+            if launched is not None:
+                started.append(launched)
+        return True
+
+    def _abandon(self, started: "deque[Launched]", error: Exception) -> None:
+        """The device thread ends on ``error``: the requests of its started batches, and every
+        queued one, get it, and the round takes no more."""
+        with self._lock:
+            self._closed = True
+            for launched in started:
+                for request in requests_of(launched.live):
+                    self._finish(request, error)
+            self._fail_queued(error)
+        for _ in started:
+            count_running(-1)
 
     def _land_oldest(self, started: "deque[Launched]") -> None:
         landing = started.popleft()
@@ -356,7 +336,7 @@ class BatchRound:
                     self._finish(request, exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
             return None
 
-    def _run(self, group: _Group, layer: list[Row]) -> Launched | None:
+    def _run(self, group: Group, layer: list[Row]) -> Launched | None:
         """Compute ``layer`` and answer its requests; a staged computation whose launch returned
         before the device finished is handed back instead, to :meth:`_land` later."""
         with self._lock:
@@ -397,7 +377,7 @@ class BatchRound:
             count_running(-1)
         self._answer(landing.group, landing.live, answers, failures)
 
-    def _answer(self, group: _Group, live: list[Row], answers: dict[int, Any], failures: dict[_Request, BaseException]) -> None:
+    def _answer(self, group: Group, live: list[Row], answers: dict[int, Any], failures: dict[Request, BaseException]) -> None:
         with self._lock:
             self.batches_run += 1
             answered = bool(failures)
