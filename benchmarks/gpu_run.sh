@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU figures of batch-first scoring, one part per device call (each fits a 10-minute call):
 #
-#   bash benchmarks/gpu_run.sh clap      # the two CLAP goals in one short call: embed_audio (staged vs the earlier
-#                                        # copies), end-to-end items with 8 decoding processes, the device thread
+#   bash benchmarks/gpu_run.sh clap      # the two CLAP goals in one call: the CUDA-only tests, embed_audio (staged vs
+#                                        # the earlier copies), end-to-end items with 8 decoding processes, the device thread
 #   bash benchmarks/gpu_run.sh models    # CLAP and Whisper front ends; speaker, gender and DreamSim models
 #   bash benchmarks/gpu_run.sh scoring   # end-to-end items/s of a CLAP and a Whisper task (Reward API);
 #                                        # Whisper on 512 of the 2,048 items: a large-v3 encoder costs ~2 TFLOP a clip
@@ -55,6 +55,20 @@ run() {
   [ "$code" = 0 ] || status=1
 }
 
+# device_tests: the tests that only run on CUDA (copies that do not wait, the front end on the device)
+# and the device thread's launched batches, into $out/device_tests.log
+device_tests() {
+  local code
+  echo "=== device_tests"
+  PYTHONPATH="src:.${PYTHONPATH:+:$PYTHONPATH}" timeout 120 "$python" -m pytest -q -p no:cacheprovider -m "slow or not slow" -o addopts="" \
+    tests/models/test_transfer.py tests/models/test_clap_features.py tests/models/test_round_launches.py -k "not librosa" \
+    > "$out/device_tests.log" 2>&1  # librosa is not on the GPU machine
+  code=$?
+  tail -n 8 "$out/device_tests.log"
+  echo "=== device_tests exit $code"
+  [ "$code" = 0 ] || status=1
+}
+
 # profile ARGS...: device_contention.py's first setting under py-spy's --gil sampling (the thread
 # holding the lock), summarised by gil_summary.py into $out/gil_profile.log; the raw stacks stay beside it
 profile() {
@@ -83,6 +97,7 @@ if [ "$quick" = 1 ]; then
   size=(--repeats 1)
   case $part in
     clap)
+      device_tests
       run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 --model "${size[@]}"
       run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 \
         --tasks clap --workers 1 --decode-processes 2 "${size[@]}"
@@ -122,7 +137,8 @@ if [ "$quick" = 1 ]; then
   exit $status
 fi
 case $part in
-  clap)  # the caps add up to 400 s, leaving lease time for a second call (profile, or score's worker counts)
+  clap)  # the caps add up to 520 s: with set-up, one 600 s call
+    device_tests
     run clap_frontend 100 --device "$device" --clips 512 --batch-sizes 128 --repeats 1
     clap_decoding
     run device_contention 150 --full --device "$device" --items 1024 --prep-limits "" --decode-processes 4,8 --cuda-graphs ;;

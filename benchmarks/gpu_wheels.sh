@@ -10,6 +10,7 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
   soundfile==0.14.0 cffi==2.1.1 pycparser==3.12 soxr==1.1.0 jiwer==4.0.0 rapidfuzz==3.14.6 more-itertools==11.2.1 \
   open-clip-torch==3.3.0 ftfy==6.3.1 wcwidth==0.9.4 py-spy==0.4.3 \
+  pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 pytest-timeout==2.4.0 \
   2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 # dreamsim 0.2.1 is published as a source archive only: build its (pure-Python) wheel here
 python3 -m pip wheel -q --no-deps -w .whl dreamsim==0.2.1 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
