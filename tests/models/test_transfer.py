@@ -33,7 +33,9 @@ def test_an_array_keeps_its_shape_and_dtype(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_host_copy_gives_the_tensors_values(device):
     tensor = torch.arange(24, dtype=torch.float32, device=device).reshape(4, 6) / 4  # exact in binary
-    copied = HostCopy(tensor).result()
+    pending = HostCopy(tensor)
+    copied = pending.result()
+    assert pending.ready()  # nothing left to wait for
     assert isinstance(copied, np.ndarray) and copied.dtype == np.float32
     assert np.array_equal(copied, np.arange(24, dtype=np.float32).reshape(4, 6) / 4)
     assert upload(np.float64(2.5), device).shape == ()  # a 0-d array stays 0-d
@@ -53,7 +55,7 @@ def test_on_cuda_neither_direction_waits_for_the_device():
     finally:
         torch.cuda.set_sync_debug_mode("default")
     # the result waits for its copy, which runs after the sleep
-    assert np.array_equal(pending.result(), 2 + np.arange(6).reshape(2, 3))
+    assert np.array_equal(pending.result(), 2 + np.arange(6).reshape(2, 3)) and pending.ready()
 
 
 @CUDA
