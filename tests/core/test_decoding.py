@@ -216,6 +216,45 @@ def test_deadlines_while_waiting_for_a_worker_leave_the_pool_whole():
         assert len(_processes(solo)) == 1
 
 
+@pytest.mark.parametrize("cut", ["after its reply", "while it waits for its reply"])
+def test_a_decode_cut_short_while_giving_its_worker_back_keeps_nobody_waiting(monkeypatch, cut):
+    """A deadline can land inside the giving back, and a caller can keep the timeout (and with it
+    the decode's frame and its claim on the worker) as long as it likes: the next decode still
+    gets a worker -- the same one after a finished reply, a fresh one after a cut request."""
+    from mmverify.core import decoding
+
+    kept: list[BaseException] = []
+    with DecodePool(1) as solo:
+        solo.audio(AUDIO["wav 44.1 kHz"])
+        first = _processes(solo)
+        give_back, reply = DecodePool._give_back, decoding._Worker.reply
+        cuts = {"give back": 1, "reply": 1 if cut == "while it waits for its reply" else 0}
+
+        def cut_short(name: str, real):
+            def step(*args):
+                if cuts[name]:
+                    cuts[name] -= 1
+                    raise ItemTimeout()  # where a deadline may land
+                return real(*args)
+
+            return step
+
+        monkeypatch.setattr(DecodePool, "_give_back", cut_short("give back", give_back))
+        monkeypatch.setattr(decoding._Worker, "reply", cut_short("reply", reply))
+        try:
+            solo.audio(AUDIO["wav 44.1 kHz"])
+        except ItemTimeout as exc:
+            kept.append(exc)  # its traceback keeps the decode's frame, and its token, alive
+        outcome: dict = {}
+        thread = threading.Thread(target=lambda: outcome.update(got=_outcome(solo.audio, AUDIO["wav 44.1 kHz"], 48_000)), daemon=True)
+        thread.start()
+        thread.join(60)
+        assert not thread.is_alive(), "the next decode waited for a worker that nobody uses any more"
+        assert kept and outcome["got"] == _outcome(INLINE.audio, AUDIO["wav 44.1 kHz"], 48_000)
+        replaced = _processes(solo) != first
+        assert replaced == (cut == "while it waits for its reply") and len(_processes(solo)) == 1
+
+
 def test_a_worker_that_cannot_start_is_an_error_not_a_bad_input(monkeypatch):
     monkeypatch.setattr(sys, "executable", str(Path(sys.executable).with_name("no-such-python")))
     with DecodePool(1) as solo:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import weakref
 from typing import Callable, ContextManager
 
 import pytest
@@ -37,6 +39,36 @@ def test_a_deadline_interrupts_a_worker_thread_and_only_it():
     with deadline(HANG_GUARD_S):  # the main thread's own deadline, far away, raises nothing
         outcome["main"] = "done"
     assert outcome["main"] == "done"
+
+
+class _Marker:
+    """Something a timed-out frame holds, whose life tells whether that frame was freed."""
+
+
+@pytest.mark.parametrize("timer", ["watchdog", "alarm"])
+def test_a_timeout_leaves_no_cycle_that_keeps_the_frames_it_passed_through(timer):
+    """The frames a timeout passed through (and their locals: a decode's claim on a worker, say)
+    are freed as soon as the exception is, without waiting for the garbage collector."""
+    from mmverify.pipelines.execute import _alarm
+
+    chosen = deadline if timer == "watchdog" else _alarm
+    marker: list[weakref.ref] = []
+
+    def work() -> None:
+        held = _Marker()
+        marker.append(weakref.ref(held))
+        _spin()
+
+    gc.disable()
+    try:
+        try:
+            with chosen(0.01):
+                work()
+        except ItemTimeout:
+            pass
+        assert marker[0]() is None, gc.get_referrers(marker[0]())
+    finally:
+        gc.enable()
 
 
 def _armed_here() -> int:

@@ -124,9 +124,18 @@ class _Worker:
         self.holder: weakref.ref[_Token] | None = None
         self.sent = False
 
-    def held(self) -> bool:
-        """Whether a decode still holds it (its token lives while the decode's frame does)."""
-        return self.holder is not None and self.holder() is not None
+    def state(self) -> str:
+        """``held`` by a decode still running; ``idle`` (free, claimed by a decode that ended before
+        sending, or one that finished whose giving back is yet to come or was cut short); ``left``
+        by a decode that ended mid-request without giving it back (the process may still be busy).
+        A decode has ended when it says so or when its token is gone: an exception kept somewhere
+        can keep a finished decode's frame, and its token, alive for long."""
+        token = self.holder() if self.holder is not None else None
+        if token is not None and token.ended is None:
+            return "held"
+        if self.holder is None or not self.sent or (token is not None and token.ended == "finished"):
+            return "idle"
+        return "left"
 
     def reply(self) -> tuple[dict[str, Any], bytearray]:
         while not self.selector.select(_POLL_S):
@@ -165,7 +174,11 @@ class _Worker:
 
 
 class _Token:
-    """Names one decode; weakly held by the worker it takes."""
+    """Names one decode; weakly held by the worker it takes.  ``ended``: "finished" once its reply
+    is read, "cut" when it ended otherwise."""
+
+    def __init__(self) -> None:
+        self.ended: str | None = None
 
 
 def _ending(code: int) -> str:
@@ -199,9 +212,11 @@ class DecodePool:
     A decode takes an idle worker by marking it, under the pool's lock, with a weak reference to a
     token that only the decode holds, and gives it back by that token.  A deadline can land at any
     point of a thread's Python code -- as the worker is being taken, before the decode could name
-    it, or inside the giving back -- so a worker whose token is gone (its decode ended without
-    giving it back) is taken back by the next decode that looks for one.  A worker given back
-    while its request may still be running (the deadline came during the decode) is ended."""
+    it, or inside the giving back -- so a worker whose decode has ended without giving it back is
+    taken back by the next decode that looks for one.  A decode has ended once its token says so
+    (the first thing its end does) or is gone: a caller may keep the timeout, and with it the
+    decode's frame and token, for as long as it likes.  A worker left while its request may still
+    be running (the deadline came during the decode) is ended."""
 
     def __init__(self, processes: int) -> None:
         if processes < 1:
@@ -256,9 +271,10 @@ class DecodePool:
                 if self._pid != os.getpid():  # a forked copy: the parent's workers are not ours to use
                     self._workers[:], self._pid = [], os.getpid()
                 for worker in self._workers:
-                    if worker.held():
+                    state = worker.state()
+                    if state == "held":
                         continue
-                    if worker.process.poll() is None and not (worker.holder is not None and worker.sent):
+                    if state == "idle" and worker.process.poll() is None:
                         worker.holder, worker.sent = weakref.ref(token), False
                         return worker
                     # died between decodes (not this input's doing), or left mid-request by a decode
@@ -307,6 +323,7 @@ class DecodePool:
                 raise _death(code) from None
             finished = True
         finally:
+            token.ended = "finished" if finished else "cut"  # known even where a deadline cuts the giving back short
             self._give_back(token, finished)
         return _result(*message)
 

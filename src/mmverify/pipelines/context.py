@@ -280,7 +280,10 @@ class _ContextGate:
             except BaseException as exc:  # noqa: BLE001  (re-raised below, once the gate is left)
                 interrupted = exc
         if interrupted is not None:
-            raise interrupted
+            try:
+                raise interrupted
+            finally:
+                interrupted = None  # no cycle through this frame (see execute.end_if_late)
 
     def _wait_for_turn(self, context: ScoringContext) -> None:
         ticket = object()

@@ -100,6 +100,9 @@ def deadline(seconds: float | None) -> Iterator[None]:
                     _set_async_exc(target, None)  # drop the exception if it has not been delivered yet
             except ItemTimeout:
                 fired = True  # delivered just now
-            end_if_late(fired, escaping)  # delivered, dropped by native code or still pending: late
+            try:
+                end_if_late(fired, escaping)  # delivered, dropped by native code or still pending: late
+            finally:
+                escaping = None  # no cycle through this frame (see end_if_late)
     finally:
         _LOCAL.armed = False

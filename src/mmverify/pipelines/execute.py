@@ -159,7 +159,12 @@ def end_if_late(fired: bool, escaping: BaseException | None) -> None:
     """Ends a timed block whose deadline fired as a timeout, whatever the block did next: native
     code can drop the exception (cffi discards one raised in a callback, as in soundfile's reads)
     and let a late item finish, or finish on a cut-short read.  An exception of another kind
-    already leaving the block (an interrupt, a host's own alarm) stands."""
+    already leaving the block (an interrupt, a host's own alarm) stands.
+
+    A caller that kept ``escaping`` in a local clears it afterwards: the exception's traceback
+    holds the caller's frame, so the local would make a cycle that only the garbage collector
+    frees, and with it every frame the exception passed through and their locals (a decoding
+    process's claim on a worker among them)."""
     if fired and (escaping is None or isinstance(escaping, ItemTimeout)):
         raise ItemTimeout()
 
@@ -188,7 +193,10 @@ def _alarm(seconds: float | None) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-        end_if_late(fired, escaping)
+        try:
+            end_if_late(fired, escaping)
+        finally:
+            escaping = None  # see end_if_late
 
 
 def timeout_row(item: WorkItem, seconds: float | None) -> dict[str, Any]:
