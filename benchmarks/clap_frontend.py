@@ -136,6 +136,22 @@ def launch_waits(clap: HFClap, clips: list[np.ndarray]) -> str:
     return "no"
 
 
+def queue_ms(clap: HFClap, clips: list[np.ndarray], repeats: int) -> str:
+    """The host's time to queue one batch of ``embed_audio`` (features and model, CUDA only): what
+    ``host_ceiling.py --launch-ms`` simulates."""
+    import torch
+
+    prepared, _ = clap.prepare(clips, "zero", fill=False)
+    times = []
+    for _ in range(repeats + 1):  # the first one warms up
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        handle = clap._launch_audio(prepared, "zero")
+        times.append(time.perf_counter() - started)
+        handle.result()
+    return f"{1000 * min(times[1:]):.1f} ms (best of {repeats})"
+
+
 def graphed_rate(source: str, clips: list[np.ndarray], device: str, batch: int, precision: str, repeats: int) -> Rate | str:
     """``embed_audio`` with the model replayed from CUDA graphs, or why capturing failed."""
     try:
@@ -184,6 +200,7 @@ def model_rates(
                 )
                 if device.startswith("cuda"):
                     yield f"queuing a batch of {batch} waits for the device ({precision})", launch_waits(end_to_end, clips[:batch])
+                    yield f"host time to queue a batch of {batch} ({precision})", queue_ms(end_to_end, clips[:batch], repeats)
                     yield f"embed_audio, torch, {precision}, CUDA graph", graphed_rate(source, subset, device, batch, precision, repeats)
 
 

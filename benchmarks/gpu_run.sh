@@ -2,7 +2,8 @@
 # The GPU figures of batch-first scoring, one part per device call (each fits a 10-minute call):
 #
 #   bash benchmarks/gpu_run.sh clap      # the two CLAP goals in one call: the CUDA-only tests, embed_audio (staged vs
-#                                        # the earlier copies), end-to-end items with 8 decoding processes, the device thread
+#                                        # the earlier copies), end-to-end items with 8 decoding processes, the host around a
+#                                        # simulated device, the device thread
 #   bash benchmarks/gpu_run.sh models    # CLAP and Whisper front ends; speaker, gender and DreamSim models
 #   bash benchmarks/gpu_run.sh scoring   # end-to-end items/s of a CLAP and a Whisper task (Reward API);
 #                                        # Whisper on 512 of the 2,048 items: a large-v3 encoder costs ~2 TFLOP a clip
@@ -102,6 +103,7 @@ if [ "$quick" = 1 ]; then
       run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 \
         --tasks clap --workers 1 --decode-processes 2 "${size[@]}"
       mv "$out/batched_scoring.log" "$out/score_decoding.log"
+      run host_ceiling 300 --items 8 --in-flight 4 --batch-size 4 --launch-ms 0 --device-ms 1 --decode-processes 2
       run device_contention 300 --device "$device" --items 8 --in-flight 4 --batch-size 4 --prep-limits "" --decode-processes 2 \
         --cuda-graphs ;;
     models)
@@ -137,11 +139,13 @@ if [ "$quick" = 1 ]; then
   exit $status
 fi
 case $part in
-  clap)  # the caps add up to 520 s: with set-up, one 600 s call
+  clap)  # the caps add up to 530 s: with set-up, one 600 s call
     device_tests
     run clap_frontend 100 --device "$device" --clips 512 --batch-sizes 128 --repeats 1
     clap_decoding
-    run device_contention 150 --full --device "$device" --items 1024 --prep-limits "" --decode-processes 4,8 --cuda-graphs ;;
+    # the host alone, around a simulated device as fast as the H100's CLAP (no GPU used)
+    run host_ceiling 50 --items 1024 --decode-processes 8 --launch-ms 0,40 --device-ms 0,133
+    run device_contention 110 --full --device "$device" --items 1024 --prep-limits "" --decode-processes 4,8 --cuda-graphs ;;
   models)
     # the caps add up to 510 s: with set-up, inside one 600 s call
     run clap_frontend 120 --device "$device" --clips 512 --batch-sizes 32,128 --repeats 2

@@ -43,6 +43,7 @@ def gpu_run(part: str, out: Path, **env: str) -> subprocess.CompletedProcess:
             "device_tests": ["passed", "skipped"],  # the CUDA-only tests skip here
             "clap_frontend": ["torch front end (cpu, float64)", "embed_audio, torch, fp32, earlier copies", "embed_audio staged = earlier copies (fp32)", "same bytes"],
             "score_decoding": ["mmverify score --workers 1", "media decoded by 2 decoding process(es)", "identical rows"],
+            "host_ceiling": ["launch 0 ms, device 1 ms a batch: backend alone", "decoding in item threads", "2 decoding processes"],
             "device_contention": ["backend alone", "2 decoding processes", "CUDA graph: needs a CUDA device"],
         }),
         ("models", {

@@ -126,6 +126,36 @@ def test_packed_rows_fill_every_row_in_order_and_identical_inputs_still_share_on
     assert sorted(model.batches[-1][:3]) == [1, 2, 3] and len(model.batches) == 3  # one batch, rows 0..2
 
 
+def test_a_request_that_can_give_the_device_thread_no_work_does_not_wake_it():
+    """Items in flight ask one at a time; waking the device thread for each, to find nothing to
+    run, would only make it compete for the interpreter lock."""
+    model, owner, results = Recorder(), object(), {}
+    batch_round = BatchRound(stall_s=None)
+    wakes: list[int] = []
+    notify_all = batch_round._cond.notify_all
+    batch_round._cond.notify_all = lambda: (wakes.append(1), notify_all())  # type: ignore[method-assign]
+    start, go = threading.Barrier(3), {name: threading.Event() for name in ("second", "third")}
+
+    def asks(name: str, value: int):
+        if name in go:
+            go[name].wait()
+        return forward(owner, "double", [value], model, 4, by_content=False)
+
+    jobs = [(name, lambda name=name, value=value: asks(name, value)) for name, value in (("first", 1), ("second", 2), ("third", 3))]
+    threads = _members(batch_round, jobs, results, start)
+    wait_until(lambda: batch_round.waiting == 1)
+    after_first = len(wakes)
+    assert after_first >= 1  # the first input of a kind starts its clock
+    go["second"].set()
+    wait_until(lambda: batch_round.waiting == 2)
+    assert len(wakes) == after_first  # a half-empty batch, a member still working: nothing to run
+    go["third"].set()  # now every member waits: the partial batch runs
+    _finish(threads)
+    batch_round.close()
+    assert results == {"first": [2], "second": [4], "third": [6]}
+    assert len(model.batches) == 1 and sorted(model.batches[0][:3]) == [1, 2, 3]
+
+
 def test_requests_of_all_members_share_one_batch():
     model, owner, results = Recorder(), object(), {}
     batch_round = BatchRound(stall_s=None)  # only "every member waits" may run the partial batch

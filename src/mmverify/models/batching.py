@@ -172,7 +172,8 @@ class BatchRound:
     def _join(self, count: int) -> None:
         with self._lock:
             self._members += count
-            self._changed()
+            if self._waiting >= self._members:  # only then can a partial batch run
+                self._changed()
 
     def submit(
         self, owner: object, kind: Hashable, inputs: list[Any], compute: Compute, batch_size: int, shape: ShapeOf,
@@ -188,13 +189,17 @@ class BatchRound:
                 request.counted = True  # this thread from here on, _finish undoes exactly this
                 self._owners[id(owner)] = owner
                 now = self._clock()
+                wake = self._waiting >= self._members  # every member waits: partial batches may run
                 for index, item in enumerate(inputs):
                     key = (id(owner), kind, shape(item))
                     group = self._groups.get(key)
                     if group is None:
                         group = self._groups[key] = Group(owner, compute, RowQueue(batch_size, by_content))
+                    wake = wake or not group.queue.count  # its first input: the device thread's stall clock starts
                     group.queue.add(Waiting(item, (request, index), digests[index], now))  # nothing half-queued
-                self._changed()
+                    wake = wake or group.ready
+                if wake:  # anything else cannot give the device thread work: waking it would only cost the lock
+                    self._changed()
             while not request.answered.acquire(timeout=POLL_S):
                 pass
         except BaseException:  # a deadline or an interrupt: nobody waits for these outputs any more

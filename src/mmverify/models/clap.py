@@ -96,6 +96,10 @@ def _single_threaded_blas() -> Any:
     return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
 
 
+def _landed(handle: HostCopy) -> np.ndarray:
+    return handle.result()
+
+
 def _pooled(output: Any) -> Any:
     """transformers 5 returns a model output whose pooler output is the embedding; 4.x a tensor."""
     return getattr(output, "pooler_output", output)
@@ -374,14 +378,15 @@ class HFClap(ClapBackend):
 
     def _audio_compute(self, padding: str) -> Compute:
         # staged: a bulk call prepares and queues the next batch while the device runs this one
-        return Staged(lambda batch: self._launch_audio(batch, padding), HostCopy.result)
+        return Staged(lambda batch: self._launch_audio(batch, padding), _landed)
 
     def _compute_audio(self, clips: list[np.ndarray], padding: str) -> np.ndarray:
         # embed_audio launches through _launch_audio (what a subclass overrides to see every batch)
         return self._launch_audio(clips, padding).result()
 
     def _launch_audio(self, clips: list[np.ndarray], padding: str) -> HostCopy:
-        """The embeddings of ``clips``, computed (on an accelerator: queued) and on their way to the host."""
+        """The embeddings of ``clips``, computed (on an accelerator: queued) and on their way to the host
+        (a subclass may return any handle with ``ready()`` and ``result()``)."""
         torch = self._torch
         features = self.feature_batch(clips, padding)
         # For fused checkpoints the extractor marks a random clip "longer" when none is; no clip is
