@@ -10,8 +10,10 @@ from typing import Callable, ContextManager
 
 import pytest
 
+from mmverify.core import waits
+from mmverify.models import compute_locks
 from mmverify.pipelines.deadlines import _WATCHDOG, ItemTimeout, deadline
-from tests.waiting import HANG_GUARD_S
+from tests.waiting import HANG_GUARD_S, wait_until
 
 
 def _spin() -> None:
@@ -128,3 +130,96 @@ def test_a_late_block_ends_as_a_timeout_unless_another_exception_leaves_it(timer
     assert seen == ["dropped", "dropped"]
     with chosen(HANG_GUARD_S):  # on time, and nothing left pending from the late blocks
         pass
+
+
+def test_a_waiting_thread_wakes_in_time_for_its_own_deadline_and_rarely_without_one():
+    assert waits.wait_s() == waits.IDLE_S  # no deadline: only the safety net
+    with deadline(HANG_GUARD_S):
+        assert 0 < waits._LOCAL.due - time.monotonic() <= HANG_GUARD_S  # the block's deadline is this thread's
+        assert waits.wait_s() == waits.IDLE_S  # far away: no sooner than needed
+    assert waits.wait_s() == waits.IDLE_S  # the block's deadline is gone with it
+    try:
+        waits.set_due(time.monotonic() + 0.1)
+        assert waits.LATE_S <= waits.wait_s() <= 0.1 + waits.LATE_S  # just after it is due
+        waits.set_due(time.monotonic() - 1.0)
+        assert waits.wait_s() == waits.LATE_S  # past it: looks again soon, until the timeout comes
+    finally:
+        waits.set_due(None)
+
+
+def test_a_deadline_blocked_in_a_lock_is_delivered():
+    """A wait no longer wakes every few milliseconds: it must still end for its deadline."""
+    held, outcome = threading.Lock(), {}
+    held.acquire()
+
+    def worker() -> None:
+        try:
+            with deadline(0.05), computing_under(held):
+                pass
+        except ItemTimeout:
+            outcome["worker"] = "timed out"
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(HANG_GUARD_S)
+    held.release()
+    assert outcome == {"worker": "timed out"}
+
+
+def computing_under(lock: threading.Lock) -> ContextManager[None]:
+    """``compute_locks.computing`` for a stand-in owner whose lock is ``lock``."""
+    owner = _Owner()
+    compute_locks._OWNER_LOCKS[owner] = lock
+    return compute_locks.computing(owner)
+
+
+class _Owner:
+    """A backend stand-in (weakly referenced, as a backend is)."""
+
+
+def test_a_later_deadline_armed_while_the_watchdog_sleeps_for_an_earlier_one_still_fires():
+    """Arming a deadline due after the one the watchdog sleeps for does not wake it; once the
+    earlier one is gone, the watchdog sleeps for the later one and raises it."""
+    earlier_armed, later_armed, outcome = threading.Event(), threading.Event(), {}
+    notified = []
+    notify = _WATCHDOG._cond.notify
+
+    def counting_notify(n: int = 1) -> None:
+        notified.append(n)
+        notify(n)
+
+    def earlier() -> None:
+        with deadline(0.2):  # ends before it is due: nothing is raised
+            earlier_armed.set()
+            later_armed.wait(HANG_GUARD_S)
+
+    def later() -> None:
+        earlier_armed.wait(HANG_GUARD_S)
+        try:
+            with deadline(0.4):
+                later_armed.set()
+                _spin()
+        except ItemTimeout:
+            outcome["later"] = "timed out"
+
+    _WATCHDOG._cond.notify = counting_notify  # type: ignore[method-assign]
+    try:
+        threads = [threading.Thread(target=earlier), threading.Thread(target=later)]
+        threads[0].start()
+        earlier_armed.wait(HANG_GUARD_S)
+        wait_until(_sleeps_for_the_earliest)  # asleep until the earlier one is due
+        woken = len(notified)
+        threads[1].start()
+        later_armed.wait(HANG_GUARD_S)
+        assert len(notified) == woken  # the later deadline did not wake the watchdog
+        for thread in threads:
+            thread.join(HANG_GUARD_S)
+    finally:
+        del _WATCHDOG._cond.notify
+    assert outcome == {"later": "timed out"}
+
+
+def _sleeps_for_the_earliest() -> bool:
+    with _WATCHDOG._lock:
+        armed = [due for due, _ in _WATCHDOG._armed.values()]
+        return bool(armed) and _WATCHDOG._sleeps_until == min(armed)

@@ -42,6 +42,7 @@ import numpy as np
 
 from .decode_worker import BOOTSTRAP, READY, ProtocolError, read_message, write_message
 from .media import DEFAULT_LIMITS, MediaError, MediaLimits, MediaReason, MediaSource, load_audio, load_image
+from .waits import wait_s
 
 try:
     import fcntl
@@ -50,7 +51,6 @@ except ImportError:  # not a Unix system: a DecodePool refuses to start there
 
 __all__ = ["DecodePool", "Decoder", "INLINE", "InlineDecoder"]
 
-_POLL_S = 0.05  # how often a waiting thread wakes, so a deadline raised in it is delivered
 _PIPE_BYTES = 1 << 20  # a reply pipe this wide holds a few seconds of audio whole: read in one call
 _STOPPED = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}  # endings that are not the input's fault
 
@@ -138,7 +138,7 @@ class _Worker:
         return "left"
 
     def reply(self) -> tuple[dict[str, Any], bytearray]:
-        while not self.selector.select(_POLL_S):
+        while not self.selector.select(wait_s()):
             pass  # a deadline raised in this thread is delivered between these waits
         return read_message(self.replies)
 
@@ -288,7 +288,7 @@ class DecodePool:
                     self._workers.append(worker)
                     return worker
             try:
-                self._freed.get(timeout=_POLL_S)  # a deadline raised in this thread is delivered between waits
+                self._freed.get(timeout=wait_s())  # a deadline raised in this thread is delivered between waits
             except queue.Empty:
                 pass
 

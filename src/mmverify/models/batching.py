@@ -42,7 +42,8 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Hashable, Iterator, Sequence
 
-from .compute_locks import POLL_S, computing, count_running
+from ..core.waits import wait_s
+from .compute_locks import computing, count_running
 from .round_batches import Group, Launched, Request, compute, each_request, landed, launch, requests_of
 from .rows import Compute, Row, RowQueue, ShapeOf, Staged, Waiting, compute_now, content_digest, one_shape, share
 
@@ -200,7 +201,7 @@ class BatchRound:
                     wake = wake or group.ready
                 if wake:  # anything else cannot give the device thread work: waking it would only cost the lock
                     self._changed()
-            while not request.answered.acquire(timeout=POLL_S):
+            while not request.answered.acquire(timeout=wait_s()):
                 pass
         except BaseException:  # a deadline or an interrupt: nobody waits for these outputs any more
             with self._lock:

@@ -12,7 +12,7 @@ import weakref
 from contextlib import contextmanager
 from typing import Iterator
 
-POLL_S = 0.05  # how often a waiting thread wakes, so a deadline raised in it is delivered
+from ..core.waits import wait_s
 
 _RUNNING = [0]  # computations running on device threads, process-wide (guarded by _OWNER_LOCKS_GUARD)
 # per owner (a backend): weakly held, so a dropped hub's models can still be freed
@@ -50,11 +50,11 @@ def owner_lock(owner: object) -> threading.Lock:
 
 @contextmanager
 def computing(owner: object) -> Iterator[None]:
-    """Hold ``owner``'s lock; waits in short steps, so a deadline raised meanwhile is delivered."""
+    """Hold ``owner``'s lock; waits in steps (:mod:`~mmverify.core.waits`), so a deadline raised meanwhile is delivered."""
     lock, held = owner_lock(owner), False
     try:
         while not held:
-            held = lock.acquire(timeout=POLL_S)
+            held = lock.acquire(timeout=wait_s())
         yield
     finally:
         if held:

@@ -37,9 +37,8 @@ from ..core.registry import UnknownIdError
 from ..core.settings import (
     SETTINGS_PREFIX, environment_settings, installed_context, scoring_settings, set_installed_context,
 )  # fmt: skip
+from ..core.waits import wait_s
 from ..models.base import check_device, check_precision
-
-_POLL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -290,7 +289,7 @@ class _ContextGate:
         self._queue.append(ticket)
         try:
             while not (self._queue[0] is ticket and (not self._holders or self._held == context)):
-                self._changed.wait(_POLL_S)  # wakes now and then, so a deadline raised here is delivered
+                self._changed.wait(wait_s())  # wakes in time, so a deadline raised here is delivered
         finally:  # also when a deadline or ^C interrupts the wait: the calls behind must not wait for it
             self._queue.remove(ticket)
             self._changed.notify_all()

@@ -21,6 +21,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
+from ..core import waits
 from .execute import ItemTimeout, end_if_late
 
 def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
@@ -38,16 +39,19 @@ class _Watchdog:
         self._cond = threading.Condition(self._lock)
         self._armed: dict[int, tuple[float, int]] = {}  # token -> (due time, thread id)
         self._tokens = itertools.count()
+        self._sleeps_until = float("inf")  # when the watchdog wakes next by itself
         self._thread: threading.Thread | None = None
 
     def arm(self, seconds: float) -> int:
         with self._lock:
             token = next(self._tokens)
-            self._armed[token] = (time.monotonic() + seconds, threading.get_ident())
+            due = time.monotonic() + seconds
+            self._armed[token] = (due, threading.get_ident())
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="mmverify-deadlines", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            if due < self._sleeps_until:  # a later one is found when the watchdog wakes for the earlier
+                self._cond.notify()
             return token
 
     def disarm(self, token: int) -> bool:
@@ -59,11 +63,13 @@ class _Watchdog:
         with self._cond:
             while True:
                 if not self._armed:
+                    self._sleeps_until = float("inf")
                     self._cond.wait()
                     continue
                 token, (due, thread_id) = min(self._armed.items(), key=lambda entry: entry[1][0])
                 wait = due - time.monotonic()
                 if wait > 0:
+                    self._sleeps_until = due
                     self._cond.wait(wait)
                     continue
                 del self._armed[token]
@@ -86,6 +92,7 @@ def deadline(seconds: float | None) -> Iterator[None]:
     _LOCAL.armed = True
     try:
         token = _WATCHDOG.arm(seconds)
+        waits.set_due(time.monotonic() + seconds)  # this thread's waits end in time to take the timeout
         escaping: BaseException | None = None
         try:
             yield
@@ -106,3 +113,4 @@ def deadline(seconds: float | None) -> Iterator[None]:
                 escaping = None  # no cycle through this frame (see end_if_late)
     finally:
         _LOCAL.armed = False
+        waits.set_due(None)

@@ -1,0 +1,33 @@
+"""How long a thread may block at a time: until just after its own deadline.
+
+A deadline (:mod:`mmverify.pipelines.deadlines`) raises its timeout in the late thread between
+Python bytecodes, so a thread blocked in a lock, queue or select must wake to take it.  Waking
+every few milliseconds whatever the deadline would have every waiting item thread take the
+interpreter lock many times a second, away from the device thread; instead each wait lasts until
+the thread's deadline is due (then a little longer: the watchdog raises it), and at most
+:data:`IDLE_S`.  A thread without a deadline needs no wake for one; the bound is only a safety net
+(a signal reaches the main thread's waits by itself).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+IDLE_S = 0.5  # the longest single wait
+LATE_S = 0.005  # a wait at or past the deadline: how often to look whether the timeout has come
+
+_LOCAL = threading.local()
+
+
+def set_due(due: float | None) -> None:
+    """The calling thread's deadline, on :func:`time.monotonic`'s clock (None: it has none)."""
+    _LOCAL.due = due
+
+
+def wait_s() -> float:
+    """Seconds the calling thread may block in one wait."""
+    due = getattr(_LOCAL, "due", None)
+    if due is None:
+        return IDLE_S
+    return min(IDLE_S, max(0.0, due - time.monotonic()) + LATE_S)
