@@ -39,7 +39,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Hashable, Iterator, Sequence
 
 from ..core.waits import wait_s
@@ -52,7 +52,6 @@ __all__ = ["BatchRound", "compute_now", "current_round", "forward", "left_a_queu
 STALL_S = 1.0  # an input that waited this long runs in a partial batch
 MAX_STARTED = 2  # staged batches launched on a device and not yet finished: one computing, one queued
 POLL_STARTED_S = 0.002  # how often the device thread looks whether a launched batch has finished
-
 
 _LOCAL = threading.local()
 
@@ -72,10 +71,7 @@ def outside_round() -> Iterator[None]:
     """Model calls inside are computed at once in this thread, and the thread stops counting as a
     member of its round meanwhile: for one-off bulk work done under a lock other members wait on."""
     batch_round = current_round()
-    if batch_round is None:
-        yield
-        return
-    with batch_round.away():
+    with nullcontext() if batch_round is None else batch_round.away():
         yield
 
 

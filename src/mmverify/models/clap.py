@@ -26,23 +26,19 @@ Both rules are deterministic; the rule is part of every cache key and reference 
 Front end and precision (``HFClap``): the log-mel input is computed by
 :mod:`mmverify.models.clap_features` on the model's device for the whole batch (``features="torch"``,
 the default), or clip by clip by the checkpoint's numpy ``ClapFeatureExtractor``
-(``features="numpy"``).  The torch features agree with the extractor's to 4e-7 of each clip's
-dynamic range (8e-6 dB) on silence, clicks, full-scale noise and tones of 0 to 15 s; embeddings of
-a tiny random-init ClapModel through the two front ends have cosine 1.0 (to float32 rounding), and
-the sound tasks' similarities differ by under 1e-7 with identical verdicts under both paddings.
-``precision`` runs the model in fp32 (default), bf16 or fp16 (not on the CPU, where it is refused);
-under bf16/fp16 the STFT runs in float32 and the features are cast to the model's dtype.  bf16 vs
-fp32 on tiny random-init models over 32 seeded tones of 0.5-14 s: embedding cosine >= 0.9999, max
-|delta| of audio-audio cosines 0.007 and of audio-text cosines 0.004; sound-task similarities moved
-by up to 0.0025 with no verdict changed on the task test corpus.  Front end (when torch) and
-precision (when not fp32) are part of the backend fingerprint, so no cached output or reference
-index is shared across them (nor across device types, see ``Backend.shape_tag``).
+(``features="numpy"``); the tests hold the two to 4e-7 of each clip's dynamic range, embedding
+cosine 1.0 and identical verdicts.  ``precision`` runs the model in fp32 (default), bf16 or fp16
+(refused on the CPU); under bf16/fp16 the STFT runs in float32 and the features are cast to the
+model's dtype (measured deltas: docs/GPU.md, Precision).  Front end (when torch) and precision
+(when not fp32) are part of the backend fingerprint, so no cached output or reference index is
+shared across them (nor across device types, see ``Backend.shape_tag``).
 """
 
 from __future__ import annotations
 
 import hashlib
 from contextlib import nullcontext
+from operator import methodcaller
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
 
@@ -94,10 +90,6 @@ def _single_threaded_blas() -> Any:
     if _BLAS_CONTROLLER is None:
         _BLAS_CONTROLLER = ThreadpoolController()
     return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
-
-
-def _landed(handle: HostCopy) -> np.ndarray:
-    return handle.result()
 
 
 def _pooled(output: Any) -> Any:
@@ -378,7 +370,7 @@ class HFClap(ClapBackend):
 
     def _audio_compute(self, padding: str) -> Compute:
         # staged: a bulk call prepares and queues the next batch while the device runs this one
-        return Staged(lambda batch: self._launch_audio(batch, padding), _landed)
+        return Staged(lambda batch: self._launch_audio(batch, padding), methodcaller("result"))
 
     def _compute_audio(self, clips: list[np.ndarray], padding: str) -> np.ndarray:
         # embed_audio launches through _launch_audio (what a subclass overrides to see every batch)
