@@ -24,15 +24,24 @@ ROW_FIELDS = (
 )  # fmt: skip
 
 
+_AS_THEY_ARE = (str, int, bool, type(None))  # exactly these types: what most evidence values are
+_NON_FINITE = (float("inf"), float("-inf"))
+
+
 def _clean(value: Any) -> Any:
     """JSON-safe copy: numpy scalars/arrays to Python, non-finite floats to None, tuples to lists."""
-    if isinstance(value, Mapping):
+    kind = type(value)
+    if kind in _AS_THEY_ARE:  # before the ABC checks below, which cost far more on every row
+        return value
+    if kind is float:
+        return None if value != value or value in _NON_FINITE else value
+    if kind is dict or isinstance(value, Mapping):
         return {str(k): _clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_clean(v) for v in value]
     if hasattr(value, "tolist"):  # numpy scalar or array
         return _clean(value.tolist())
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+    if isinstance(value, float) and (value != value or value in _NON_FINITE):
         return None
     return value
 
