@@ -330,8 +330,8 @@ def test_a_batch_that_answers_nobody_does_not_restart_the_stall_clock():
     threads = _members(batch_round, [("asks", asks), ("busy", busy)], results, start)
     wait_until(lambda: batch_round.waiting == 1)
     clock.now += 1.0  # the inputs have stalled; the clock stands still from here on
-    with batch_round.member():  # wakes the device thread
-        pass
+    with batch_round._lock:  # wake the device thread, so it looks at the moved clock now
+        batch_round._changed()
     wait_until(lambda: len(model.batches) == 3, timeout=30, message="the later turns ran without waiting another stall")
     _finish(threads)
     batch_round.close()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import time
+import warnings
 import weakref
 from typing import Callable, ContextManager
 
@@ -12,7 +14,7 @@ import pytest
 
 from mmverify.core import waits
 from mmverify.models import compute_locks
-from mmverify.pipelines.deadlines import _WATCHDOG, ItemTimeout, deadline
+from mmverify.pipelines.deadlines import _WATCHDOG, ItemTimeout, _Watchdog, deadline
 from tests.waiting import HANG_GUARD_S, wait_until
 
 
@@ -140,17 +142,17 @@ def test_a_waiting_thread_wakes_in_time_for_its_own_deadline_and_rarely_without_
     assert waits.wait_s() == waits.IDLE_S  # the block's deadline is gone with it
     try:
         waits.set_due(time.monotonic() + 0.1)
-        assert waits.LATE_S <= waits.wait_s() <= 0.1 + waits.LATE_S  # just after it is due
+        assert 0 < waits.wait_s() <= 0.1 + waits.LATE_S  # just after it is due
         waits.set_due(time.monotonic() - 1.0)
-        assert waits.wait_s() == waits.LATE_S  # past it: looks again soon, until the timeout comes
+        assert waits.wait_s() == waits.PAST_DUE_S  # past it: looks again now and then, until the timeout comes
     finally:
         waits.set_due(None)
 
 
 def test_a_deadline_blocked_in_a_lock_is_delivered():
     """A wait no longer wakes every few milliseconds: it must still end for its deadline."""
-    held, outcome = threading.Lock(), {}
-    held.acquire()
+    held, outcome = threading.RLock(), {}
+    held.acquire()  # by this thread: the worker's computing() waits for it
 
     def worker() -> None:
         try:
@@ -166,7 +168,7 @@ def test_a_deadline_blocked_in_a_lock_is_delivered():
     assert outcome == {"worker": "timed out"}
 
 
-def computing_under(lock: threading.Lock) -> ContextManager[None]:
+def computing_under(lock: object) -> ContextManager[None]:
     """``compute_locks.computing`` for a stand-in owner whose lock is ``lock``."""
     owner = _Owner()
     compute_locks._OWNER_LOCKS[owner] = lock
@@ -177,21 +179,32 @@ class _Owner:
     """A backend stand-in (weakly referenced, as a backend is)."""
 
 
-def test_a_later_deadline_armed_while_the_watchdog_sleeps_for_an_earlier_one_still_fires():
-    """Arming a deadline due after the one the watchdog sleeps for does not wake it; once the
-    earlier one is gone, the watchdog sleeps for the later one and raises it."""
-    earlier_armed, later_armed, outcome = threading.Event(), threading.Event(), {}
-    notified = []
-    notify = _WATCHDOG._cond.notify
+def test_arming_wakes_the_watchdog_only_for_a_deadline_due_before_the_one_it_sleeps_for():
+    watchdog, notified = _Watchdog(), []
+    notify = watchdog._cond.notify
+    watchdog._cond.notify = lambda n=1: (notified.append(n), notify(n))  # type: ignore[method-assign]
+    far = watchdog.arm(HANG_GUARD_S * 100)  # never due during the test
+    wait_until(lambda: _sleeps_for_the_earliest(watchdog))
+    woken = len(notified)
+    later = watchdog.arm(HANG_GUARD_S * 200)
+    assert len(notified) == woken  # found when the watchdog wakes for the earlier one
+    earlier = watchdog.arm(HANG_GUARD_S * 50)
+    assert len(notified) == woken + 1  # it must sleep less now
+    for token in (far, later, earlier):
+        assert not watchdog.disarm(token)
 
-    def counting_notify(n: int = 1) -> None:
-        notified.append(n)
-        notify(n)
+
+def test_a_later_deadline_armed_while_the_watchdog_sleeps_for_an_earlier_one_still_fires():
+    """Once the earlier deadline is gone, the watchdog sleeps for the later one and raises it."""
+    earlier_armed, later_armed, outcome = threading.Event(), threading.Event(), {}
 
     def earlier() -> None:
-        with deadline(0.2):  # ends before it is due: nothing is raised
-            earlier_armed.set()
-            later_armed.wait(HANG_GUARD_S)
+        try:
+            with deadline(0.2):  # normally over before it is due
+                earlier_armed.set()
+                later_armed.wait(HANG_GUARD_S)
+        except ItemTimeout:
+            pass  # a machine that stalled past it: the later one must still fire
 
     def later() -> None:
         earlier_armed.wait(HANG_GUARD_S)
@@ -202,24 +215,76 @@ def test_a_later_deadline_armed_while_the_watchdog_sleeps_for_an_earlier_one_sti
         except ItemTimeout:
             outcome["later"] = "timed out"
 
-    _WATCHDOG._cond.notify = counting_notify  # type: ignore[method-assign]
-    try:
-        threads = [threading.Thread(target=earlier), threading.Thread(target=later)]
-        threads[0].start()
-        earlier_armed.wait(HANG_GUARD_S)
-        wait_until(_sleeps_for_the_earliest)  # asleep until the earlier one is due
-        woken = len(notified)
-        threads[1].start()
-        later_armed.wait(HANG_GUARD_S)
-        assert len(notified) == woken  # the later deadline did not wake the watchdog
-        for thread in threads:
-            thread.join(HANG_GUARD_S)
-    finally:
-        del _WATCHDOG._cond.notify
+    threads = [threading.Thread(target=earlier), threading.Thread(target=later)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(HANG_GUARD_S)
     assert outcome == {"later": "timed out"}
 
 
-def _sleeps_for_the_earliest() -> bool:
-    with _WATCHDOG._lock:
-        armed = [due for due, _ in _WATCHDOG._armed.values()]
-        return bool(armed) and _WATCHDOG._sleeps_until == min(armed)
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_gets_its_own_watchdog():
+    """The child inherits a condition that still lists the parent's sleeping watchdog: a deadline
+    armed there must wake the child's own watchdog, not that ghost."""
+    with deadline(HANG_GUARD_S):  # the parent's watchdog runs and sleeps for this
+        wait_until(lambda: _sleeps_for_the_earliest(_WATCHDOG))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads running
+            pid = os.fork()
+        if pid == 0:  # the child: exit status 0 only if its short deadline fired
+            code = 1
+            try:
+                release, armed = threading.Event(), threading.Event()
+
+                def far() -> None:
+                    with deadline(HANG_GUARD_S * 100):
+                        armed.set()
+                        release.wait(HANG_GUARD_S)
+
+                def short() -> None:  # in a thread of its own: this one forked under a deadline
+                    nonlocal code
+                    try:
+                        with deadline(0.05):  # due before the far one: arming it must wake the watchdog
+                            _spin()
+                    except ItemTimeout:
+                        code = 0
+
+                holder = threading.Thread(target=far)
+                holder.start()
+                armed.wait(HANG_GUARD_S)
+                timed = threading.Thread(target=short)
+                timed.start()
+                timed.join(HANG_GUARD_S)
+                release.set()
+                holder.join(HANG_GUARD_S)
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child's deadline did not fire"
+
+
+def _sleeps_for_the_earliest(watchdog: _Watchdog) -> bool:
+    with watchdog._lock:
+        armed = [due for due, _ in watchdog._armed.values()]
+        return bool(armed) and watchdog._sleeps_until == min(armed)
+
+
+def test_a_deadline_landing_just_after_a_backend_lock_is_taken_leaves_it_free():
+    """The timeout can arrive between ``acquire()`` returning and its result being stored."""
+    real = threading.RLock()
+
+    class TakenThenLate:
+        def acquire(self, timeout: float = -1) -> bool:
+            real.acquire(timeout=timeout)
+            raise ItemTimeout()  # delivered right after the lock was taken
+
+        def _is_owned(self) -> bool:
+            return real._is_owned()  # type: ignore[attr-defined]
+
+        def release(self) -> None:
+            real.release()
+
+    with pytest.raises(ItemTimeout), computing_under(TakenThenLate()):
+        pass
+    assert not real._is_owned()  # type: ignore[attr-defined]

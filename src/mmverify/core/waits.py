@@ -15,7 +15,8 @@ import threading
 import time
 
 IDLE_S = 0.5  # the longest single wait
-LATE_S = 0.005  # a wait at or past the deadline: how often to look whether the timeout has come
+LATE_S = 0.005  # how long after its deadline a wait ends (the watchdog raises the timeout at it)
+PAST_DUE_S = 0.05  # once the deadline has passed: how often to look whether the timeout has come
 
 _LOCAL = threading.local()
 
@@ -30,4 +31,5 @@ def wait_s() -> float:
     due = getattr(_LOCAL, "due", None)
     if due is None:
         return IDLE_S
-    return min(IDLE_S, max(0.0, due - time.monotonic()) + LATE_S)
+    left = due - time.monotonic()
+    return PAST_DUE_S if left <= 0 else min(IDLE_S, left + LATE_S)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import os
 import threading
 import time
 from contextlib import contextmanager
@@ -48,11 +49,27 @@ class _Watchdog:
             due = time.monotonic() + seconds
             self._armed[token] = (due, threading.get_ident())
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="mmverify-deadlines", daemon=True)
-                self._thread.start()
+                self._start()
             if due < self._sleeps_until:  # a later one is found when the watchdog wakes for the earlier
                 self._cond.notify()
             return token
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="mmverify-deadlines", daemon=True)
+        self._thread.start()
+
+    def after_fork_in_child(self) -> None:
+        """A forked child has no watchdog thread, and the parent's sleeping one (a waiter its
+        condition still lists) and deadlines mean nothing there -- except those of the thread that
+        forked, which goes on in the child."""
+        forking = threading.get_ident()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._armed = {token: entry for token, entry in self._armed.items() if entry[1] == forking}
+        self._sleeps_until = float("inf")
+        self._thread = None
+        if self._armed:
+            self._start()
 
     def disarm(self, token: int) -> bool:
         """Forget a deadline; True when it had already fired."""
@@ -77,6 +94,8 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_WATCHDOG.after_fork_in_child)
 _LOCAL = threading.local()
 
 
