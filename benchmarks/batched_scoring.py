@@ -175,20 +175,21 @@ def backend_alone(
 
     @functools.cache  # measured once, for the Reward rows and the `score` rows alike
     def rate() -> float:
-        measured = _rate_of(make(), call, clips, args)  # the backend is dropped on return
+        measured = rate_of(make(), call, clips, args.repeats)  # the backend is dropped on return
         release_device_memory()
         return measured
 
     return rate
 
 
-def _rate_of(backend: Any, call: Callable[[Any, list[np.ndarray]], Any], clips: list[Path], args: argparse.Namespace) -> float:
+def rate_of(backend: Any, call: Callable[[Any, list[np.ndarray]], Any], clips: list[Path], repeats: int) -> float:
+    """Clips/s of ``call(backend, clips)``, the clips decoded and resampled to the backend's rate beforehand."""
     from mmverify.core.media import load_audio
 
     backend.ensure_loaded()  # outside the timing; the checkpoint sets the sample rate
     audio = [load_audio(path, backend.sample_rate)[0] for path in clips]
     call(backend, audio[:1])
-    return best_rate(lambda: call(backend, audio), len(audio), args.repeats)[0]
+    return best_rate(lambda: call(backend, audio), len(audio), repeats)[0]
 
 
 def release_device_memory() -> None:

@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from batched_scoring import CLASSES, esc50_references, full_size_clap, refuse_error_rows, write_clips  # noqa: E402
+from batched_scoring import CLASSES, esc50_references, full_size_clap, rate_of, refuse_error_rows, write_clips  # noqa: E402
 from cuda_graphs import graphed_clap  # noqa: E402
 from mmverify.models import batching  # noqa: E402
 from mmverify.pipelines import batch  # noqa: E402
@@ -235,18 +235,11 @@ def graph_trials(probe: Probe, reward: Any, items: list[dict], clap: Path, clips
 
 
 def print_backend_alone(clap: Path, clips: list[Path], args: argparse.Namespace, label: str = "backend alone") -> None:
-    from mmverify.core.media import load_audio
     from mmverify.models.clap import HFClap
 
     backend = HFClap(source=str(clap), device=args.device, batch_size=args.batch_size, rows="packed")
-    backend.ensure_loaded()
-    audio = [load_audio(path, backend.sample_rate)[0] for path in clips]
-    backend.embed_audio(audio[:1])
-    started = time.perf_counter()
-    backend.embed_audio(audio)
-    wall = time.perf_counter() - started
-    batches = -(-len(audio) // args.batch_size)
-    print(f"{label}: {len(audio) / wall:.1f} clips/s, {1000 * wall / batches:.1f} ms a batch of {args.batch_size}", flush=True)
+    rate = rate_of(backend, lambda model, audio: model.embed_audio(audio), clips, repeats=1)
+    print(f"{label}: {rate:.1f} clips/s, {1000 * args.batch_size / rate:.1f} ms a batch of {args.batch_size}", flush=True)
 
 
 if __name__ == "__main__":

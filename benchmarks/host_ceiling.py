@@ -5,7 +5,7 @@ It scores ``a_sound_cot`` through the Reward API with the tiny CLAP checkpoint, 
 ``device_contention.py`` does, but each batch of clip embeddings goes to a simulated device:
 
 - launching a batch holds the interpreter lock for ``--launch-ms`` (Python work, as queuing a
-  model's kernels is: a full-size CLAP forward is about 8,400 torch operations);
+  model's kernels is: a full-size CLAP audio forward makes about 2,000 torch calls from Python);
 - its embeddings are ready ``--device-ms`` after the device finished the batch before it (one
   device, batches in launch order); waiting for them releases the lock, as waiting for a GPU does.
 
@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from batched_scoring import CLASSES, esc50_references, refuse_error_rows, write_clips  # noqa: E402
+from batched_scoring import CLASSES, esc50_references, rate_of, refuse_error_rows, write_clips  # noqa: E402
 from mmverify.models.clap import HFClap  # noqa: E402
 from mmverify.pipelines.reward import Reward  # noqa: E402
 from mmverify.testing.tiny_models import build_tiny_clap  # noqa: E402
@@ -110,15 +110,8 @@ def simulated(device: SimulatedDevice) -> Iterator[None]:
 
 
 def backend_alone(clap: Path, clips: list[Path], batch_size: int) -> float:
-    from mmverify.core.media import load_audio
-
     backend = HFClap(source=str(clap), device="cpu", batch_size=batch_size, rows="packed")
-    backend.ensure_loaded()
-    audio = [load_audio(path, backend.sample_rate)[0] for path in clips]
-    backend.embed_audio(audio[:1])
-    started = time.perf_counter()
-    backend.embed_audio(audio)
-    return len(audio) / (time.perf_counter() - started)
+    return rate_of(backend, lambda model, audio: model.embed_audio(audio), clips, repeats=1)
 
 
 def trial(label: str, reward: Reward, items: list[dict], alone: float) -> None:
