@@ -28,10 +28,11 @@ Fixtures
                        until the server closes).
     ``usage``          the ``usage`` object of generated replies (default 1 prompt + 1 completion
                        token); ``None`` leaves it out, as servers that report no usage do.
-    ``hold()``, ``release(n=1)``, ``open()``, ``held``
+    ``hold()``, ``release(n=1, match)``, ``open()``, ``held``, ``held_by(match)``, ``held_requests(match)``
                        from ``hold()`` on, every request waits (counted as in flight) until the test
-                       ``release``s it, oldest first; ``open()`` lets all go and stops holding;
-                       ``held`` is how many are waiting.  The test decides when replies go out.
+                       ``release``s it, oldest first of those ``match`` accepts; ``open()`` lets all
+                       go and stops holding; ``held`` is how many are waiting, ``held_requests`` which
+                       (oldest first).  The test decides when replies go out.
     ``requests``       every :class:`RecordedRequest` received (``body``, ``headers``, ``model``,
                        ``prompt`` = the user message's text, ``images`` = decoded uint8 arrays,
                        ``image_bytes`` = the PNG bytes sent).
@@ -352,6 +353,11 @@ class VLMServer:
             for entry in chosen:
                 self._held.remove(entry)
                 entry[0].set()
+
+    def held_requests(self, match: Callable[[RecordedRequest], bool] = lambda request: True) -> list[RecordedRequest]:
+        """The held requests ``match`` accepts, oldest first."""
+        with self._lock:
+            return [request for _, request in self._held if match(request)]
 
     def held_by(self, match: Callable[[RecordedRequest], bool]) -> int:
         """How many held requests ``match`` accepts."""

@@ -30,11 +30,16 @@ ITEMS = 40
 RUN_GUARD_S = 240  # a hang guard for whole runs, never a measurement
 
 
-def _answer(request: RecordedRequest) -> str:
-    """Yes for even-numbered objects, No for odd ones: rows with different scores."""
+def _item(request: RecordedRequest) -> int:
+    """The manifest position of the item a judge request is about (its object's number)."""
     match = re.search(r"object (\d+)", request.prompt)
     assert match, request.prompt
-    return f"I looked at the image.\nAnswer: {'Yes' if int(match.group(1)) % 2 == 0 else 'No'}"
+    return int(match.group(1))
+
+
+def _answer(request: RecordedRequest) -> str:
+    """Yes for even-numbered objects, No for odd ones: rows with different scores."""
+    return f"I looked at the image.\nAnswer: {'Yes' if _item(request) % 2 == 0 else 'No'}"
 
 
 @pytest.fixture
@@ -161,20 +166,31 @@ def _await_request(run: Run, server: VLMServer, done: Callable[[], bool] = lambd
     return run.held(server) > 0 and not done()
 
 
-def _advance(run: Run, server: VLMServer, rows: int) -> None:
-    """Release held replies one at a time until the results file holds ``rows`` complete rows.
+def _release_earliest(run: Run, server: VLMServer) -> int:
+    """Let out the reply to the run's held request for the earliest item; that item's position."""
+    earliest = min(server.held_requests(run.mine), key=_item)
+    server.release(1, lambda request: request is earliest)
+    return _item(earliest)
 
-    After each release the next one waits for a new request (a worker asks again only once it has
-    finished an item) or for both workers to be waiting, so replies never run more than the two
-    workers' items ahead of the finished ones, however slowly the parent writes rows."""
+
+def _advance(run: Run, server: VLMServer, rows: int) -> None:
+    """Release held replies one at a time, earliest item first, until the results file holds
+    ``rows`` complete rows.
+
+    Rows are written in manifest order, so the earliest held item is the one the file waits for.
+    After each release the next one waits until that item's row is written or a new request comes
+    (an earlier item's, which is then the one to release, or a worker's next item), so replies run
+    at most the workers' items in flight ahead of the rows, however slowly the parent writes.  The
+    wait cannot stall: the row is missing only while the item or an earlier one is unfinished, and
+    an earlier one that was not held then still has its request to send."""
     reached = lambda: _rows(run.results) >= rows  # noqa: E731
     while _await_request(run, server, reached):
         seen = server.count
-        server.release(1, run.mine)
+        item = _release_earliest(run, server)
         wait_until(
-            lambda: server.count > seen or run.held(server) >= 2 or reached() or run.process.poll() is not None,
+            lambda: _rows(run.results) > item or server.count > seen or reached() or run.process.poll() is not None,
             timeout=RUN_GUARD_S,
-            message=lambda: f"the next judge request ({_rows(run.results)} rows; stderr and stacks: {run.stacks()})",
+            message=lambda: f"item {item}'s row or the next judge request ({_rows(run.results)} rows; stderr and stacks: {run.stacks()})",
         )
 
 
@@ -185,7 +201,7 @@ def _kill_part_way(manifest: Path, out: Path, server: VLMServer, rows: int, mid_
     _advance(run, server, _rows(run.results) + rows)
     if mid_item:
         _await_request(run, server)
-        server.release(1, run.mine)
+        _release_earliest(run, server)
     run.kill()
     server.release(server.held)  # requests of the killed workers: nobody waits for their replies
 
