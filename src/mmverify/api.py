@@ -5,8 +5,12 @@
                          "parts": [{"type": "image", "path": "a.png"}, {"type": "text", "text": "..."}]}])
     rows[0]["score"]  # 1.0
 
-Each item is one manifest line (dict).  Rows come back in input order, one per item, with exactly
-the fields of results.jsonl; bad items become ``error`` rows, never exceptions.
+Each item is one manifest line (dict).  Rows come back in input order with exactly the fields of
+results.jsonl, one per item -- or, as in ``mmverify score``, one per task for a line naming an
+instruction row that feeds several (``a_music_attribute``: ``a_music_instrument`` and
+``a_music_tempo``).  Bad items become ``error`` rows, never exceptions: an item holding a value JSON
+cannot (a numpy scalar, a set, NaN in the instance) is its own ``malformed_line`` or
+``invalid_instance`` row.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any, Iterable, Mapping
 from .data.instructions import InstructionSet
 from .pipelines.execute import LocalExecutor
 from .pipelines.plan import Planner
+from .pipelines.reward_batch import unwritable_row
 from .pipelines.thresholds import Threshold
 
 
@@ -45,5 +50,12 @@ def score_items(
         thresholds=dict(thresholds or {}),
         profile=profile,
     )
-    planned = [entry for number, item in enumerate(items, start=1) for entry in planner.plan_all(number, json.dumps(item))]
+    planned: list[Any] = []
+    for number, item in enumerate(items, start=1):
+        try:
+            text = json.dumps(item)  # NaN passes, escaped, to the manifest parser, which refuses it where it reads it
+        except (TypeError, ValueError, RecursionError) as exc:
+            planned.append(unwritable_row(number, item, exc))
+            continue
+        planned.extend(planner.plan_all(number, text))
     return list(LocalExecutor(timeout, in_flight=in_flight, decode_processes=decode_processes).run(planned))

@@ -18,6 +18,7 @@ import io
 import json
 import math
 import pickle
+import random
 from collections import defaultdict
 from typing import Any, Mapping
 
@@ -36,6 +37,7 @@ from mmverify.pipelines.adapters import (
     openrlhf_response,
     reward_func,
 )
+from mmverify.pipelines.openrlhf import END_TOKENS, strip_end_tokens
 from mmverify.pipelines.reward import Reward, RewardError
 from tests.pipelines.conftest import bordered
 
@@ -357,6 +359,40 @@ def test_openrlhf_queries_decoded_with_special_tokens_keep_only_the_response():
     (row,) = Reward().rows(cut)  # cut short, the prompt only quoted later: not a response to score from there
     assert row["error"]["code"] == "malformed_line" and "does not start with its prompt" in row["error"]["message"]
     assert response_text("answer </s>\n", None) == "answer " and response_text("answer\t", None) == "answer\t"
+
+
+def _strip_end_tokens_plainly(text: str) -> str:
+    """The rule as stated: while the text, blanks aside, ends with an end token, drop both."""
+    while True:
+        trimmed = text.rstrip()
+        token = next((end for end in END_TOKENS if trimmed.endswith(end)), None)
+        if token is None:
+            return text
+        text = trimmed[: -len(token)]
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_end_tokens_are_stripped_as_the_plain_rule_strips_them(seed):
+    rng = random.Random(seed)
+    pieces = [*END_TOKENS, " ", "\n", "\t", "\u3000", "x", "<", "s>", "</", "end|>", "é"]
+    text = "".join(rng.choices(pieces, k=rng.randint(0, 12)))
+    assert strip_end_tokens(text) == _strip_end_tokens_plainly(text), repr(text)
+
+
+def test_a_long_run_of_end_tokens_is_stripped_whole():
+    assert strip_end_tokens("answer " + "</s> \n" * 20_000) == "answer "
+
+
+def test_a_prompt_that_is_not_text_refuses_its_item():
+    from mmverify.pipelines.adapters import response_text
+
+    with pytest.raises(ValueError, match="each prompt must be a string, got int"):
+        response_text("P: answer", 5)
+    assert response_text("P: answer", None) == response_text("P: answer", "") == "P: answer"
+    label = json.dumps({"task": "i_structure", "instance": {"order": ["t"]}})
+    rows = Reward().rows(openrlhf_items({"query": ["P: text", "P: text"], "prompts": [5, "P:"], "labels": [label, label]}))
+    assert [row["status"] for row in rows] == ["error", "scored"]
+    assert rows[0]["error"]["code"] == "malformed_line" and "prompt must be a string" in rows[0]["error"]["message"]
 
 
 def test_openrlhf_local_reward_func_returns_tensors():

@@ -133,6 +133,10 @@ def test_rows_do_not_depend_on_batch_position():
     # manifest lines are named by their position, as `mmverify score` names them
     line = {"task": "i_structure", "instance": {"order": ["t"]}, "parts": [to_part("hello")]}
     assert [row["instance_id"] for row in reward.score_items([line, line]).rows] == ["i_structure/line-1", "i_structure/line-2"]
+    # a pair refused while it is built is named by its content too
+    refused = [reward([({"order": ["it"]}, ["x"])] * n + [({"order": ["t"]}, [object()])]).rows[n] for n in (0, 2)]
+    assert [row["error"]["code"] for row in refused] == ["malformed_line"] * 2
+    assert refused[0]["instance_id"] == refused[1]["instance_id"] == alone["instance_id"]
 
 
 def test_several_tasks_and_refusals(tmp_path: Path):
@@ -190,6 +194,10 @@ def test_float_images_map_like_image_rl_trainers():
     assert np.array_equal(to_uint8_image(tensor.permute(1, 2, 0).numpy()), expected)  # HWC numpy
     assert np.array_equal(to_uint8_image(tensor.numpy(), channels_first=True), expected)
     assert to_uint8_image(np.zeros((4, 6), dtype=bool)).shape == (4, 6)
+    # float64 arrays are mapped in float64: values that float32 would round the other way
+    wide = np.random.default_rng(0).integers(0, 255, (6, 8)) + 0.5 + np.random.default_rng(1).choice([-1e-9, 1e-9], (6, 8))
+    assert np.array_equal(to_uint8_image(wide / 255), np.round(wide).astype(np.uint8))
+    assert not np.array_equal(to_uint8_image((wide / 255).astype(np.float32)), np.round(wide).astype(np.uint8))
     with pytest.raises(ValueError, match="channels"):
         to_uint8_image(np.zeros((5, 6, 7)))
 

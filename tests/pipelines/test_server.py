@@ -340,3 +340,14 @@ def test_rewards_survive_a_server_restart_bit_for_bit(media: Path, tmp_path: Pat
     requests = [json.loads(line) for line in logs[0] if line.startswith("{") and '"request"' in line]
     assert [r["status"] for r in requests] == [401, 200] and requests[1]["items"] == 4
     assert not any(TOKEN in line for log in logs for line in log)
+
+
+def test_a_reward_the_server_built_is_closed_at_shutdown_and_one_it_was_given_is_not(serve, monkeypatch):
+    closed: list[Reward] = []
+    monkeypatch.setattr(Reward, "close", lambda self: closed.append(self))
+    given = Reward("i_structure")
+    serve(reward=given).stop()
+    assert closed == []  # the caller's: it may serve again
+    built = serve(reward_options={"decode_processes": 1, "in_flight": 2})
+    built.stop()  # its decoding processes end with it
+    assert len(closed) == 1 and closed[0] is not given and closed[0].decode_processes == 1

@@ -470,6 +470,16 @@ def test_path_redactor_reports_paths_relative_to_the_data_root(tmp_path: Path):
     assert PathRedactor({})(row) is row
 
 
+def test_path_redactor_rewrites_whole_paths_only_and_never_a_rows_identity():
+    redact = PathRedactor({"<data root>": Path("/srv/data"), "<instructions>": Path("/srv/instr/")})
+    said = "no /srv/database, /x/srv/data or /srv/data-old here; see /srv/data. And /srv/instr."
+    assert redact(said) == "no /srv/database, /x/srv/data or /srv/data-old here; see <data root>. And <instructions>."
+    assert redact("'/srv/data/a.png' and /srv/instr/b/c.json") == "'a.png' and <instructions>/b/c.json"
+    row = {"task": "i_structure", "instance_id": "/srv/data/step3/sample7", "model": "/srv/data", "key": "k",
+           "evidence": {"response": "/srv/data/step3"}}  # fmt: skip
+    assert redact(row) == {**row, "evidence": {"response": "step3"}}  # the client's ids as sent, the rest redacted
+
+
 def test_oversize_files_are_judged_by_size_without_being_read(tmp_path: Path, monkeypatch):
     small, big = tmp_path / "small.bin", tmp_path / "big.bin"
     small.write_bytes(b"0123456789")

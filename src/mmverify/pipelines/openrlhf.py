@@ -20,14 +20,17 @@ END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "<end_of_t
 
 def strip_end_tokens(text: str) -> str:
     """``text`` without the :data:`END_TOKENS` that end it and the blanks after each; the response's
-    own trailing blanks, before the first of them, stay."""
-    current = text
+    own trailing blanks, before the first of them, stay.  Linear in the text's length: only the
+    end moves, nothing is copied until it stops."""
+    end = len(text)
     while True:
-        trimmed = current.rstrip()
-        token = next((end for end in END_TOKENS if trimmed.endswith(end)), None)
+        stop = end
+        while stop and text[stop - 1].isspace():  # what str.rstrip() strips
+            stop -= 1
+        token = next((token for token in END_TOKENS if text.endswith(token, 0, stop)), None)
         if token is None:
-            return current
-        current = trimmed[: -len(token)]
+            return text[:end]
+        end = stop - len(token)
 
 
 # What may precede the prompt in a query: padding, decoded as special tokens (``<|endoftext|>``,
@@ -39,11 +42,14 @@ def response_text(query: Any, prompt: Any) -> str:
     """The response in an OpenRLHF query (prompt + response, decoded with special tokens): what
     follows the prompt, after any padding, without the end tokens after it.  A query that does not
     start with its prompt (one cut at the prompt length, or a tokenizer that does not decode it
-    back) is refused rather than scored prompt and all, or from a quote of the prompt on."""
+    back) is refused rather than scored prompt and all, or from a quote of the prompt on; so is a
+    prompt that is not text.  A missing (None) or empty prompt leaves the whole query."""
     if not isinstance(query, str):
         raise ValueError(f"each query must be a string, got {type(query).__name__}")
+    if prompt is not None and not isinstance(prompt, str):  # not a prompt to strip: refused, not ignored
+        raise ValueError(f"each prompt must be a string, got {type(prompt).__name__}")
     text = query
-    if isinstance(prompt, str) and prompt:
+    if prompt:
         start = text.find(prompt)  # the first place: a quote of the prompt comes after the prompt
         if start < 0 or _PADDING.fullmatch(text, 0, start) is None:
             raise ValueError("the query does not start with its prompt, so the response cannot be told apart")

@@ -40,13 +40,12 @@ from .execute import (
     DEFAULT_WARMUP_TIMEOUT, ItemTimeout, check_decode_processes, error_row as item_error_row, fits, is_warm, score_item, timeout_row,
     warm_up, warmup_timeout_row,
 )
-from .plan import Planner, WorkItem, unresolved_key
-from .results import RowIdentity, error_row
+from .plan import Planner, WorkItem
 from .thresholds import Threshold, load_thresholds, parse_thresholds
 from .reward_batch import (  # noqa: F401  (re-exported: part of the reward API)
-    ERROR_POLICIES, ErrorPolicy, Item, Refused, RewardBatch, RewardError, scores_from_rows,
+    ERROR_POLICIES, ErrorPolicy, Item, Refused, RewardBatch, RewardError, refusal_row, scores_from_rows, unwritable_row,
 )  # fmt: skip
-from .reward_json import DESCRIBED_DEPTH, clean_field, describe_exception, first_json_problem, loads_json, safe_text
+from .reward_json import clean_field, describe_exception, loads_json
 from .reward_media import (  # noqa: F401  (re-exported: part of the reward API)
     NON_FINITE_IMAGE, NonFiniteImage, audio_part, image_bytes, image_part, png_bytes, to_part, to_parts, to_uint8_image, wav_bytes,
 )  # fmt: skip
@@ -65,6 +64,14 @@ def _validate_task(task_id: str) -> str:
     if not info.implemented:
         raise ValueError(f"{info.id} ({info.name}) is not implemented yet; `mmverify tasks` shows what is")
     return info.id
+
+
+def _content_id(task: str, instance: Any) -> str:
+    """``<task>/<digest of the annotation>``: an id that does not depend on where the item sits."""
+    try:
+        return f"{task}/{digest_of(instance)[:16]}"
+    except (TypeError, ValueError, RecursionError):
+        return f"{task}/unhashable-instance"
 
 
 def _task_id(task: Any) -> str | None:
@@ -189,7 +196,8 @@ class Reward:
         model: str | None = None,
     ) -> dict[str, Any]:
         """A manifest line for one generation.  Without an ``instance_id`` the id is derived from the
-        annotation's content, so a row does not depend on the item's position in a batch."""
+        annotation's content, so neither it nor a scored row's key depends on the item's position
+        in a batch."""
         task = task or self.fixed_task
         if task is None:
             raise ValueError(
@@ -204,10 +212,7 @@ class Reward:
             except RecursionError:
                 raise ValueError("the instance annotation is nested too deeply") from None
         if instance_id is None:
-            try:
-                instance_id = f"{task}/{digest_of(instance)[:16]}"
-            except (TypeError, ValueError, RecursionError):
-                instance_id = f"{task}/unhashable-instance"
+            instance_id = _content_id(task, instance)
         line: dict[str, Any] = {"task": task, "instance_id": instance_id, "instance": instance, "sample": sample}
         if model is not None:
             line["model"] = model
@@ -222,7 +227,7 @@ class Reward:
             return self.item(instance, parts, task=task, **options)
         except Exception as exc:
             named = task or self.fixed_task
-            context = {"task": named} if isinstance(named, str) else None
+            context = {"task": named, "instance_id": options.get("instance_id") or _content_id(named, instance)} if isinstance(named, str) else None
             return Refused(ErrorCode.MALFORMED_LINE, f"cannot build this item: {describe_exception(exc)}", context)
 
     # -- scoring ------------------------------------------------------------------------------------
@@ -296,18 +301,18 @@ class Reward:
             return self._plan(line, item, convert)
         except OSError as exc:  # e.g. a media file that exists but cannot be read
             reason = exc.strerror or type(exc).__name__
-            return self.refusal_row(line, item, ErrorCode.MISSING_MEDIA, f"cannot read a media file ({reason})")
+            return refusal_row(line, item, ErrorCode.MISSING_MEDIA, f"cannot read a media file ({reason})")
         except Exception as exc:
-            return self.refusal_row(line, item, ErrorCode.INTERNAL, f"could not plan this item: {describe_exception(exc)}")
+            return refusal_row(line, item, ErrorCode.INTERNAL, f"could not plan this item: {describe_exception(exc)}")
 
     def _plan(self, line: int, item: Item, convert: bool) -> WorkItem | dict[str, Any]:
         if isinstance(item, Refused):
-            return self.refusal_row(line, item.item, item.code, item.message)
+            return refusal_row(line, item.item, item.code, item.message)
         try:
             if isinstance(item, Mapping) and convert and isinstance(item.get("parts"), (list, tuple)):
                 item = {**item, "parts": to_parts(item["parts"])}
         except Exception as exc:
-            return self.refusal_row(line, item, ErrorCode.MALFORMED_LINE, f"cannot use these parts: {describe_exception(exc)}")
+            return refusal_row(line, item, ErrorCode.MALFORMED_LINE, f"cannot use these parts: {describe_exception(exc)}")
         if isinstance(item, Mapping) and self.fixed_task is not None and "task" not in item:
             item = {"task": self.fixed_task, **item}
         try:
@@ -315,25 +320,16 @@ class Reward:
             # (escaped) to the manifest parser, which refuses them in the fields it reads
             text = json.dumps(item)
         except (TypeError, ValueError, RecursionError) as exc:
-            return self._unwritable_row(line, item, exc)
+            return unwritable_row(line, item, exc)
         refused = self._refuse(line, item)
         if refused is not None:
             return refused
         try:
             planned = self._planner.plan(line, text)
         except ValueError as exc:  # a value the manifest parser let through but could not carry
-            return self.refusal_row(line, item, ErrorCode.MALFORMED_LINE, f"not a valid manifest line: {describe_exception(exc)}")
+            return refusal_row(line, item, ErrorCode.MALFORMED_LINE, f"not a valid manifest line: {describe_exception(exc)}")
         assert planned is not None  # the planner filters nothing: no task filter is set
         return planned
-
-    def _unwritable_row(self, line: int, item: Any, exc: BaseException) -> dict[str, Any]:
-        """The row of an item that cannot be written as a manifest line (values outside JSON)."""
-        found = first_json_problem(item, max_depth=DESCRIBED_DEPTH)
-        if found is None:
-            return self.refusal_row(line, item, ErrorCode.MALFORMED_LINE, f"item is not JSON-serialisable ({describe_exception(exc)})")
-        field, problem = found
-        code = ErrorCode.INVALID_INSTANCE if field == "instance" else ErrorCode.MALFORMED_LINE
-        return self.refusal_row(line, item, code, f"unusable value at {problem}")
 
     def _refuse(self, line: int, item: Any) -> dict[str, Any] | None:
         """This reward's own refusals: tasks it does not score, paths when none are allowed."""
@@ -344,25 +340,9 @@ class Reward:
             # judged on the raw value, as the planner reads it: no field too long to show slips past
             allowed = ", ".join(sorted(self.tasks))
             shown = repr(clean_field(task)) if clean_field(task) is not None else "this task"
-            return self.refusal_row(line, item, ErrorCode.UNKNOWN_TASK, f"{shown} is not scored by this reward (tasks: {allowed})")
+            return refusal_row(line, item, ErrorCode.UNKNOWN_TASK, f"{shown} is not scored by this reward (tasks: {allowed})")
         if not self.allow_paths and isinstance(item.get("parts"), list):
             if any(isinstance(p, Mapping) and p.get("path") is not None for p in item["parts"]):
                 message = "media paths are not accepted here (no data root is set); send media inline as base64 'data'"
-                return self.refusal_row(line, item, ErrorCode.PATH_OUTSIDE_ROOT, message)
+                return refusal_row(line, item, ErrorCode.PATH_OUTSIDE_ROOT, message)
         return None
-
-    def refusal_row(self, line: int, item: Any, code: str, message: str) -> dict[str, Any]:
-        """An error row for an item refused before planning, shaped like the planner's own.  Never
-        raises: fields that are not clean JSON values are left out of the row."""
-        raw = item if isinstance(item, Mapping) else {}
-        task = clean_field(raw.get("task")) or "?"
-        instance_id = clean_field(raw.get("instance_id")) or (f"{task}/line-{line}" if task != "?" else "?")
-        sample = raw.get("sample", 0)
-        sample = sample if isinstance(sample, int) and not isinstance(sample, bool) and 0 <= sample < 2**63 else 0
-        model = clean_field(raw.get("model"))
-        message = safe_text(message, 2000)
-        try:
-            key = unresolved_key(code, line, json.loads(json.dumps(item, sort_keys=True, allow_nan=False)))
-        except (TypeError, ValueError, RecursionError):  # not JSON: the refusal itself identifies it
-            key = unresolved_key(code, line, ["not-json", type(item).__name__, message])
-        return error_row(RowIdentity(task, instance_id, sample, model, key, line, None), code, message)

@@ -43,8 +43,13 @@ def loads_json(text: str | bytes | bytearray) -> Any:
 
 
 def _patterns(pattern: str) -> dict[type, re.Pattern]:
-    """``pattern`` for text and for bytes; its first group is a JSON string (contents skipped)."""
-    full = r'("[^"\\]*(?:\\.[^"\\]*)*")|' + pattern
+    """``pattern`` for text and for bytes; its first group is a JSON string (contents skipped).
+
+    A string with no closing quote runs to the end of the text: a match that started at a quote
+    never fails, so no quote is scanned from again and a scan stays linear in the text's length
+    (an unclosed string would be tried anew at each of its escaped quotes).  Such a document is
+    invalid; the decoder refuses it."""
+    full = r'("[^"\\]*(?:\\[\s\S][^"\\]*)*(?:"|\\?\Z))|' + pattern
     return {str: re.compile(full), bytes: re.compile(full.encode())}
 
 

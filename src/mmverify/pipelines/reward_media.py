@@ -44,7 +44,8 @@ def to_uint8_image(value: Any, channels_first: bool | None = None) -> np.ndarray
     """An image array as ``uint8`` HW / HWC.
 
     Floats are taken to lie in [0, 1] and mapped as ``round(x * 255)`` (half to even) clipped to
-    [0, 255] -- the conversion image-RL trainers apply before their own reward models.  ``uint16``
+    [0, 255] -- the conversion image-RL trainers apply before their own reward models -- computed
+    in float32, or in float64 for float64 arrays.  ``uint16``
     reads as the 16-bit PNG of it does (grey rounded from [0, 65535], colour by its high byte);
     other integers are clipped to [0, 255].  Layout:
     ``channels_first`` True (CHW), False (HWC) or None: torch tensors are read channels-first and
@@ -75,7 +76,8 @@ def to_uint8_image(value: Any, channels_first: bool | None = None) -> np.ndarray
     if np.issubdtype(array.dtype, np.floating):
         if not np.isfinite(array).all():
             raise NonFiniteImage("image has non-finite pixel values")
-        return np.ascontiguousarray(np.clip(np.round(array.astype(np.float32) * np.float32(255)), 0, 255).astype(np.uint8))
+        exact = np.float64 if array.dtype.itemsize >= 8 else np.float32  # half and bfloat16 computed in float32
+        return np.ascontiguousarray(np.clip(np.round(array.astype(exact) * exact(255)), 0, 255).astype(np.uint8))
     if array.dtype == np.uint16:  # 16-bit samples, as the 16-bit PNG of them reads
         if array.ndim == 3:  # colour: Pillow keeps the high byte
             return np.ascontiguousarray((array >> 8).astype(np.uint8))

@@ -90,6 +90,7 @@ def create_app(config: ServerConfig, reward: Reward | None = None) -> Any:
 
     from ..tasks.catalog import TASKS
 
+    owned = reward is None  # a reward built here is closed (its decoding processes ended) at shutdown
     reward = reward if reward is not None else build_reward(config)
     batcher = MicroBatcher(reward.rows, config.batch_wait_ms / 1000.0, config.max_batch_items)
     admission = Admission(config.max_inflight_bytes, config.max_waiting)
@@ -116,6 +117,8 @@ def create_app(config: ServerConfig, reward: Reward | None = None) -> Any:
         finally:
             await batcher.stop()
             parsers.pop().shutdown(wait=False, cancel_futures=True)
+            if owned:
+                reward.close()
 
     async def bounded(awaitable: Awaitable[Any], timeout: float, on_timeout: HTTPError) -> Any:
         """``awaitable``'s result, unless ``timeout`` passes (``on_timeout``) or shutdown starts (503)."""

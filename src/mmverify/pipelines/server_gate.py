@@ -47,35 +47,56 @@ def setup_logging() -> None:
         LOGGER.propagate = False
 
 
+# A folder is found only as a whole path: not preceded by a character of a path, and followed by
+# a separator (a path under it) or by nothing that continues a name ("." ends a sentence, ".d" not).
+_BEFORE = r"(?<![\w.~/-])"
+_AFTER = r"(?:(?P<sep>/)|(?![\w~-]|\.[\w.~-]))"
+
+
 class PathRedactor:
     """Rewrites the server's own folders in client-visible text: paths under the data root become
-    relative to it, other mentions of a folder become a placeholder."""
+    relative to it, other mentions of a folder become a placeholder.  A folder is matched as a
+    whole path only (``/data`` is not rewritten inside ``/database`` or ``/x/data``), and the
+    fields that identify a row -- the client's own values -- are never rewritten."""
+
+    IDENTITY = frozenset({"task", "instance_id", "model", "key"})
 
     def __init__(self, roots: dict[str, Path | None]) -> None:
-        self._roots: list[tuple[str, str, bool]] = []  # (text, placeholder, strip as a prefix)
+        self._rules: list[tuple[re.Pattern, Callable[[re.Match], str]]] = []
+        texts: set[tuple[str, str]] = set()
         for placeholder, root in roots.items():
             if root is None:
                 continue
             for text in {str(root), os.path.abspath(root), os.path.realpath(root)}:
-                if text not in ("", os.sep, "."):
-                    self._roots.append((text, placeholder, placeholder == "<data root>"))
-        self._roots.sort(key=lambda entry: -len(entry[0]))
+                text = text.rstrip(os.sep)
+                if text not in ("", "."):
+                    texts.add((text, placeholder))
+        for text, placeholder in sorted(texts, key=lambda entry: (-len(entry[0]), entry)):  # the longest first
+            pattern = re.compile(rf"(?P<said>data root )?{_BEFORE}{re.escape(text)}{_AFTER}")
+            self._rules.append((pattern, self._replacement(placeholder, placeholder == "<data root>")))
+
+    @staticmethod
+    def _replacement(placeholder: str, relative: bool) -> Callable[[re.Match], str]:
+        def replace(match: re.Match) -> str:
+            said = "data root" if match.group("said") else ""  # "outside the data root /srv": not named
+            if match.group("sep"):
+                return (said and said + " ") + ("" if relative else placeholder + "/")
+            return said or placeholder
+
+        return replace
 
     def text(self, value: str) -> str:
-        for root, placeholder, relative in self._roots:
-            if root in value:
-                value = value.replace(f"data root {root}", "data root")
-                value = value.replace(root + os.sep, "" if relative else placeholder + "/")
-                value = value.replace(root, placeholder)
+        for pattern, replace in self._rules:
+            value = pattern.sub(replace, value)
         return value
 
     def __call__(self, value: Any) -> Any:
-        if not self._roots:
+        if not self._rules:
             return value
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {key: self(item) for key, item in value.items()}
+            return {key: item if key in self.IDENTITY else self(item) for key, item in value.items()}
         if isinstance(value, list):
             return [self(item) for item in value]
         return value
