@@ -9,9 +9,17 @@ from mmverify.calibration.crossval import cross_validate, grouped_folds
 from mmverify.calibration.fit import candidate_thresholds, fit_threshold, fit_two_thresholds, predict
 
 
+def _lows(scores):
+    return candidate_thresholds(scores, "<")
+
+
+def _highs(scores):
+    return candidate_thresholds(scores, ">")
+
+
 def _brute_force(scores, labels, direction):
     best = -1.0
-    for t in candidate_thresholds(scores):
+    for t in candidate_thresholds(scores, direction):
         best = max(best, float(np.mean(predict(scores, t, direction) == labels)))
     return best
 
@@ -144,7 +152,7 @@ def test_the_three_way_fit_equals_the_exhaustive_search(seed):
     if seed % 5 == 2:  # scores closer than the width tolerance: several bands count as equally narrow
         scores = rng.integers(0, 6, size=n) * 1e-13
     fit = fit_two_thresholds(scores, labels)
-    assert (fit.low, fit.high, fit.agreement) == exhaustive_two_thresholds(candidate_thresholds(scores), scores, labels)
+    assert (fit.low, fit.high, fit.agreement) == exhaustive_two_thresholds(_lows(scores), _highs(scores), scores, labels)
 
 
 def test_the_three_way_fit_equals_the_exhaustive_search_on_every_small_input():
@@ -156,8 +164,52 @@ def test_the_three_way_fit_equals_the_exhaustive_search_on_every_small_input():
     for n in (1, 2, 3):
         for pattern in itertools.product((0.0, 0.5, 1.0), repeat=n):
             scores = np.array(pattern)
-            candidates = candidate_thresholds(scores)
+            lows, highs = _lows(scores), _highs(scores)
             for labelling in itertools.product((0, 1, 2), repeat=n):
                 labels = np.array(labelling)
                 fit = fit_two_thresholds(scores, labels)
-                assert (fit.low, fit.high, fit.agreement) == exhaustive_two_thresholds(candidates, scores, labels), (pattern, labelling)
+                assert (fit.low, fit.high, fit.agreement) == exhaustive_two_thresholds(lows, highs, scores, labels), (pattern, labelling)
+
+
+def _adjacent_floats(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Scores among a few runs of neighbouring floats (0.1 + 0.2 beside 0.3, say), whose midpoints
+    round onto one of the two."""
+    bases = rng.uniform(0, 1, size=3)
+    steps = rng.integers(0, 3, size=n)
+    return np.array([np.nextafter(np.nextafter(b, 2.0), 2.0) if s == 2 else (np.nextafter(b, 2.0) if s == 1 else b) for b, s in zip(rng.choice(bases, n), steps)])
+
+
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("direction", [">", "<"])
+def test_neighbouring_float_scores_are_split_as_the_fit_counted(seed, direction):
+    rng = np.random.default_rng(seed)
+    scores = _adjacent_floats(rng, int(rng.integers(2, 30)))
+    labels = rng.integers(0, 2, size=scores.size)
+    fit = fit_threshold(scores, labels, direction)
+    assert fit.agreement == np.mean(predict(scores, fit.threshold, direction) == labels) == _brute_force(scores, labels, direction)
+    balanced = fit_threshold(scores, labels, direction, "balanced_accuracy")
+    verdicts = predict(scores, balanced.threshold, direction)
+    recalls = [np.mean(verdicts[labels == k] == k) for k in (0, 1) if (labels == k).any()]
+    assert balanced.value == pytest.approx(np.mean(recalls) if len(recalls) == 2 else recalls[0] / 2)
+
+
+def test_a_split_between_0_1_plus_0_2_and_0_3_is_made_by_the_threshold_written():
+    scores = np.array([0.3, 0.1 + 0.2] * 6)  # 0.30000000000000004: the next float above 0.3
+    labels = np.array([0, 1] * 6)
+    assert fit_threshold(scores, labels, ">").threshold == 0.3 and fit_threshold(scores, labels, ">").agreement == 1.0
+    assert fit_threshold(scores, 1 - labels, "<").threshold == 0.1 + 0.2
+    three = fit_two_thresholds(np.array([0.3, 0.1 + 0.2, 0.1 + 0.2]), np.array([0, 2, 2]))
+    assert three.agreement == 1.0
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_three_way_fit_on_neighbouring_floats_equals_the_exhaustive_search(seed):
+    from mmverify.calibration.crossval import predict_three_way
+    from tests.reference.three_way_exhaustive import exhaustive_two_thresholds
+
+    rng = np.random.default_rng(seed)
+    scores = _adjacent_floats(rng, int(rng.integers(1, 25)))
+    labels = rng.integers(0, 3, size=scores.size)
+    fit = fit_two_thresholds(scores, labels)
+    assert (fit.low, fit.high, fit.agreement) == exhaustive_two_thresholds(_lows(scores), _highs(scores), scores, labels)
+    assert fit.agreement == np.mean(predict_three_way(scores, fit.low, fit.high) == labels)

@@ -9,7 +9,7 @@ import pytest
 
 from mmverify.calibration.labels import Label, adjudicate, check_label_values, join, load_labels
 from mmverify.calibration.matching import MatchingError, RowIndex, require, required_matches
-from mmverify.calibration.pairwise import Pair, pairwise_accuracy
+from mmverify.calibration.pairwise import Pair, load_pairs, pairwise_accuracy
 
 
 def _row(task: str, instance: str, sample: int, score: float | None, model: str | None = None, **components: float) -> dict:
@@ -111,6 +111,19 @@ def test_true_and_false_are_binary_labels(tmp_path: Path):
     json_labels = tmp_path / "l.jsonl"
     json_labels.write_text('{"instance_id": "t/0", "label": true}\n{"instance_id": "t/1", "label": 0.0}\n')
     assert [label.label for label in check_label_values(load_labels(json_labels))] == [1, 0]
+
+
+def test_a_csv_written_with_spaces_after_its_commas_reads_as_without(tmp_path: Path):
+    spaced = tmp_path / "spaced.csv"
+    spaced.write_text("task, instance_id, sample, label\ni_structure, t/0, 0, 1\ni_structure,  t/1 , 1, 0\n")
+    assert load_labels(spaced) == [Label("t/0", 0, 1, task="i_structure"), Label("t/1", 1, 0, task="i_structure")]
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("instance_id, chosen_sample, rejected_sample\n t/0 , 1, 0\n")
+    assert [pair.instance_id for pair in load_pairs(pairs)] == ["t/0"]
+    blank = tmp_path / "blank.csv"
+    blank.write_text("instance_id,label\n  ,1\n")
+    with pytest.raises(ValueError, match="'instance_id' is required"):
+        load_labels(blank)
 
 
 def test_three_level_labels_need_the_three_way_kind(tmp_path: Path):

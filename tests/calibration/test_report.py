@@ -78,3 +78,34 @@ def test_page_without_pairs_or_disagreements_has_neither_section():
     page = render_report(metrics, {})
     assert "Pairwise accuracy" not in page and "disagree" not in page.split("<h2>Agreement per task</h2>")[1].split("</table>")[1]
     json.dumps(metrics)  # the metrics stay JSON-able
+
+
+class _Axes:
+    """Records the bands and lines a plot draws."""
+
+    def __init__(self) -> None:
+        self.bands: list[tuple[float, float, str]] = []
+
+    def axvspan(self, low: float, high: float, **style: object) -> None:
+        self.bands.append((low, high, str(style.get("label"))))
+
+    def __getattr__(self, name: str):  # plot, axvline, labels, legend: not looked at here
+        return lambda *args, **kwargs: None
+
+
+def test_the_cv_band_spans_only_the_folds_that_chose_the_fitted_direction():
+    from mmverify.calibration.report import _plot_curve
+
+    result = {
+        "fit": {"threshold": 0.5, "direction": ">", "objective": "agreement"},
+        "curve": {"thresholds": [0.0, 1.0], "values": [0.5, 0.5]},
+        "component": "score",
+        "cv": {"kfold_thresholds": [0.45, 0.55, 0.05, 0.5], "kfold_directions": [">", ">", "<", ">"]},
+    }
+    axes = _Axes()
+    _plot_curve(axes, "t", result)
+    assert axes.bands == [(0.45, 0.55, "thresholds chosen in CV folds (1 other fold(s) chose <)")]
+    del result["cv"]["kfold_directions"]  # a fixed direction: every fold is on this curve
+    axes = _Axes()
+    _plot_curve(axes, "t", result)
+    assert axes.bands == [(0.05, 0.55, "thresholds chosen in CV folds")]

@@ -109,6 +109,6 @@ def cross_validate_three_way(
 
 def predict_three_way(scores: np.ndarray, low: float, high: float) -> np.ndarray:
     """0 below ``low``, 2 above ``high`` (as ``score --thresholds`` passes it), 1 between.  The fitted
-    cuts lie between the training scores, so this is the rule :func:`~.fit.fit_two_thresholds` counted."""
+    cuts split the training scores as :func:`~.fit.fit_two_thresholds` counted them."""
     scores = np.asarray(scores, dtype=np.float64)
     return np.where(scores < low, 0, np.where(scores > high, 2, 1)).astype(np.int64)

@@ -1,10 +1,14 @@
 """Exact threshold fitting.
 
-Candidates are every midpoint between consecutive distinct scores plus one point below the
-smallest and one above the largest (``1e-6`` beyond them, or the next representable float where
-``1e-6`` is below the scores' resolution, e.g. scores near ``1e11``), so every achievable split is
-tried (a fixed grid can miss the best one).  Ties between equally good candidates are broken deterministically: the median of the
-tied candidates (lower median), i.e. the most central of the equally good thresholds.
+Candidates are one threshold per split of the distinct scores: the midpoint between each pair of
+neighbours, plus one point below the smallest and one above the largest (``1e-6`` beyond them, or
+the next representable float where ``1e-6`` is below the scores' resolution, e.g. scores near
+``1e11``), so every achievable split is tried (a fixed grid can miss the best one).  Where two
+neighbours are adjacent floats their midpoint rounds onto one of them; the candidate is then the
+neighbour that the rule ``score <direction> t`` puts on its own side (the lower one for ``>``, the
+upper one for ``<``), so every candidate makes exactly the split it is counted for.  Ties between
+equally good candidates are broken deterministically: the median of the tied candidates (lower
+median), i.e. the most central of the equally good thresholds.
 """
 
 from __future__ import annotations
@@ -30,11 +34,17 @@ class ThresholdFit:
     values: np.ndarray  # objective at each candidate
 
 
-def candidate_thresholds(scores: np.ndarray) -> np.ndarray:
+def candidate_thresholds(scores: np.ndarray, direction: str = ">") -> np.ndarray:
+    """One threshold per split of the distinct scores, ascending, for the rule ``score <direction> t``."""
     distinct = np.unique(np.asarray(scores, dtype=np.float64))
     if distinct.size == 0:
         raise ValueError("no scores to fit a threshold on")
-    middle = (distinct[:-1] + distinct[1:]) / 2.0
+    lower, upper = distinct[:-1], distinct[1:]
+    middle = (lower + upper) / 2.0
+    if direction == ">":  # a midpoint that rounded onto a neighbour: the lower one splits as counted
+        middle = np.where(middle < upper, middle, lower)
+    else:
+        middle = np.where(middle > lower, middle, upper)
     low, high = distinct[0] - _EDGE, distinct[-1] + _EDGE
     if not low < distinct[0]:  # 1e-6 is lost in the rounding of large scores: one float step instead
         low = np.nextafter(distinct[0], -np.inf)
@@ -68,12 +78,12 @@ def confusion_at(scores: np.ndarray, labels: np.ndarray, thresholds: np.ndarray,
     order = np.argsort(scores, kind="stable")
     sorted_scores = scores[order]
     positives_sorted = np.cumsum(labels[order])
-    # number of items with score < t  (searchsorted "left" counts strictly smaller values)
-    below = np.searchsorted(sorted_scores, thresholds, side="left")
+    # items on the negative side of ">" (score <= t) or the positive side of "<" (score < t)
+    below = np.searchsorted(sorted_scores, thresholds, side="right" if direction == ">" else "left")
     pos_below = np.where(below > 0, positives_sorted[np.maximum(below - 1, 0)], 0)
     total_pos = int(labels.sum())
     total = labels.size
-    if direction == ">":  # predicted positive: score > t  (no score equals a candidate)
+    if direction == ">":  # predicted positive: score > t
         tp = total_pos - pos_below
         fp = (total - below) - tp
     else:  # predicted positive: score < t
@@ -109,7 +119,7 @@ def fit_threshold(scores, labels, direction: str = ">", objective: str = "agreem
     scores = np.asarray(scores, dtype=np.float64)
     labels = np.asarray(labels).astype(np.int64)
     _validate(scores, labels, direction, objective)
-    candidates = candidate_thresholds(scores)
+    candidates = candidate_thresholds(scores, direction)
     counts = confusion_at(scores, labels, candidates, direction)
     values = objective_values(*counts, objective)
     best = _central_best(values)
@@ -136,8 +146,11 @@ class ThreeWayFit:
 def fit_two_thresholds(scores, labels) -> ThreeWayFit:
     """Ordinal labels 0 < 1 < 2: predict 0 below ``low``, 2 above ``high``, else 1.
 
-    The best pair of candidates (low <= high) over all pairs; ties prefer the narrowest middle band,
-    then the central pair in (low, high) order, so the fit is deterministic.  The correct count of
+    The best pair of splits (low's at or below high's) over all pairs; ties prefer the narrowest
+    middle band, then the central pair in (low, high) order, so the fit is deterministic.  ``low``
+    is its split's candidate for ``<`` and ``high`` its split's for ``>`` (the same value unless the
+    neighbouring scores are adjacent floats: then an empty band's ``low`` is one float above its
+    ``high``, and the rule still puts every score where it was counted).  The correct count of
     a pair (i, j) splits into ``a[i] + b[j]`` (zeros below i minus ones below i; ones below j plus
     twos from j), so the best count for each j is ``b[j]`` plus the running maximum of ``a``, and
     only optimal pairs are ever listed: time grows with the candidates plus the optimal pairs (all
@@ -147,8 +160,8 @@ def fit_two_thresholds(scores, labels) -> ThreeWayFit:
     labels = np.asarray(labels).astype(np.int64)
     if scores.shape != labels.shape or not np.isin(labels, (0, 1, 2)).all():
         raise ValueError("three-way fitting needs equal-length scores and labels in {0, 1, 2}")
-    candidates = candidate_thresholds(scores)
-    below = np.searchsorted(np.sort(scores), candidates, side="left")
+    lows, candidates = candidate_thresholds(scores, "<"), candidate_thresholds(scores, ">")  # 0 below low, 2 above high
+    below = np.searchsorted(np.sort(scores), lows, side="left")  # split k: the scores under its cut
     order = np.argsort(scores, kind="stable")
     c0, c1, c2 = (np.concatenate([[0], np.cumsum(labels[order] == k)])[below] for k in range(3))
     a = c0 - c1
@@ -171,4 +184,4 @@ def fit_two_thresholds(scores, labels) -> ThreeWayFit:
         (int(i), j) for j, lows in completions.items() for i in lows[candidates[j] - candidates[lows] <= narrowest_width + _TIE]
     )
     low, high = narrowest[(len(narrowest) - 1) // 2]
-    return ThreeWayFit(float(candidates[low]), float(candidates[high]), float(best_value / labels.size))
+    return ThreeWayFit(float(lows[low]), float(candidates[high]), float(best_value / labels.size))

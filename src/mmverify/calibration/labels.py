@@ -58,10 +58,13 @@ def _coerce_label(value: Any) -> Any:
 
 
 def _parse(raw: Mapping[str, Any], where: str) -> Label:
-    if raw.get("instance_id") in (None, ""):
+    instance_id = raw.get("instance_id")
+    if isinstance(instance_id, str):
+        instance_id = instance_id.strip()  # as the other text columns: "a, b" in a CSV is "b"
+    if instance_id in (None, ""):
         raise ValueError(f"{where}: 'instance_id' is required")
-    if not isinstance(raw["instance_id"], str):
-        raise ValueError(f"{where}: 'instance_id' must be a string, got {raw['instance_id']!r}")
+    if not isinstance(instance_id, str):
+        raise ValueError(f"{where}: 'instance_id' must be a string, got {instance_id!r}")
     if raw.get("label") in (None, ""):
         raise ValueError(f"{where}: 'label' is required")
     try:
@@ -70,7 +73,7 @@ def _parse(raw: Mapping[str, Any], where: str) -> Label:
         raise ValueError(f"{where}: {exc}") from None
     given = raw.get("sample") not in (None, "")
     text = [optional_text(raw, key) for key in ("annotator", "task", "model")]
-    return Label(str(raw["instance_id"]), sample, _coerce_label(raw["label"]), *text, sample_given=given)
+    return Label(instance_id, sample, _coerce_label(raw["label"]), *text, sample_given=given)
 
 
 def check_samples_given(labels: Sequence[Label], rows: Iterable[Mapping[str, Any]], source: str) -> None:

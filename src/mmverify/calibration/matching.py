@@ -78,14 +78,17 @@ class RowIndex:
 
 
 def read_records(path: Path) -> list[tuple[str, Any]]:
-    """``(where, record)`` for each record of a ``.csv`` (a dict per row) or JSON Lines file
-    (any JSON value per line), ``where`` being ``name:line``; ``ValueError`` naming the file and
+    """``(where, record)`` for each record of a ``.csv`` (a dict per row, its column names trimmed)
+    or JSON Lines file (any JSON value per line), ``where`` being ``name:line``; ``ValueError`` naming the file and
     line for text that is not UTF-8, invalid JSON, or a JSON line that is not an object."""
     records: list[tuple[str, Any]] = []
     try:
         with open(path, encoding="utf-8-sig", newline="") as handle:
             if path.suffix.lower() == ".csv":
-                return [(f"{path.name}:{number}", row) for number, row in enumerate(csv.DictReader(handle), start=2)]
+                reader = csv.DictReader(handle)
+                if reader.fieldnames is not None:  # "task, instance_id" names the column instance_id
+                    reader.fieldnames = [name.strip() for name in reader.fieldnames]
+                return [(f"{path.name}:{number}", row) for number, row in enumerate(reader, start=2)]
             for number, line in enumerate(handle, start=1):
                 if not line.strip():
                     continue

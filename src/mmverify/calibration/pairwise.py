@@ -6,8 +6,9 @@ A pairs file (CSV or JSON Lines) has ``instance_id, chosen_sample, rejected_samp
 task.  Tie policies for equal scores:
 ``strict`` (a tie is wrong), ``half`` (a tie earns 0.5), ``epsilon`` (differences up to ``epsilon``
 count as ties earning 0.5).  "Up to ``epsilon``" is judged without the float noise of the
-subtraction (0.4 - 0.3 is 0.10000000000000003): a difference within ``1e-12`` relative of
-``epsilon`` counts as ``epsilon``, so scores on a decimal grid behave as written.
+subtraction (0.4 - 0.3 is 0.10000000000000003): a difference that exceeds ``epsilon`` by at most
+``1e-12`` times the largest of the two scores and ``epsilon`` counts as ``epsilon``, so scores on a
+decimal grid behave as written (scores far above 1 get a wider allowance: 1e-9 at 1000).
 
 A pair compares two different generations: one with the same sample (and model) on both sides is
 refused.
@@ -50,12 +51,12 @@ def load_pairs(path: str | Path) -> list[Pair]:
     path = Path(path)
     pairs = []
     for number, (where, raw) in enumerate(read_records(path), start=1):
-        if any(raw.get(key) in (None, "") for key in ("instance_id", "chosen_sample", "rejected_sample")):
+        if optional_text(raw, "instance_id") is None or any(raw.get(key) in (None, "") for key in ("chosen_sample", "rejected_sample")):
             raise ValueError(f"{path.name} record {number} ({where}): needs instance_id, chosen_sample, rejected_sample")
         try:
             pairs.append(
                 Pair(
-                    str(raw["instance_id"]), parse_sample(raw["chosen_sample"], "chosen_sample"),
+                    optional_text(raw, "instance_id"), parse_sample(raw["chosen_sample"], "chosen_sample"),
                     parse_sample(raw["rejected_sample"], "rejected_sample"), optional_text(raw, "task"),
                     optional_text(raw, "chosen_model"), optional_text(raw, "rejected_model"),
                 )  # fmt: skip

@@ -27,8 +27,13 @@ def _plot_curve(ax: Any, task: str, result: Mapping[str, Any]) -> None:
     fit, curve = result["fit"], result["curve"]
     ax.plot(curve["thresholds"], curve["values"], color="#3366aa", lw=1.5, label=fit["objective"])
     if result.get("cv"):
-        lo, hi = min(result["cv"]["kfold_thresholds"]), max(result["cv"]["kfold_thresholds"])
-        ax.axvspan(lo, hi, color="#f0a030", alpha=0.25, label="thresholds chosen in CV folds")
+        cv = result["cv"]
+        directions = cv.get("kfold_directions") or [fit["direction"]] * len(cv["kfold_thresholds"])
+        same = [t for t, d in zip(cv["kfold_thresholds"], directions) if d == fit["direction"]]  # others are on another curve
+        other = len(directions) - len(same)
+        if same:
+            note = f" ({other} other fold(s) chose {'<' if fit['direction'] == '>' else '>'})" if other else ""
+            ax.axvspan(min(same), max(same), color="#f0a030", alpha=0.25, label=f"thresholds chosen in CV folds{note}")
     ax.axvline(fit["threshold"], color="#cc3333", ls="--", label=f"chosen {fit['threshold']:.3f}")
     ax.set_xlabel(f"threshold on {result['component']} ({fit['direction']})")
     ax.set_ylabel(fit["objective"])
