@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -205,3 +207,58 @@ def test_two_lines_naming_one_generation_with_other_content_are_warned_of(tmp_pa
     refused = write_manifest(tmp_path / "r.jsonl", ["not json", "{oops", {**line, "task": "no_such"}, {**line, "task": "no_such"}])
     result = runner.invoke(app, ["score", str(refused), "--out", str(tmp_path / "out2")])
     assert result.exit_code == 0 and "manifest entries name" not in result.output
+
+
+def _piped(tmp_path: Path, manifest: Path, name: str) -> tuple[Path, threading.Thread]:
+    """A FIFO that serves ``manifest`` once to whoever opens it for reading."""
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+
+    def serve() -> None:
+        try:
+            fifo.write_bytes(manifest.read_bytes())  # opening blocks until a reader comes
+        except BrokenPipeError:  # the reader left without reading: the run was refused
+            pass
+
+    writer = threading.Thread(target=serve, daemon=True)
+    writer.start()
+    return fifo, writer
+
+
+def _unblock(fifo: Path, writer: threading.Thread) -> None:
+    """Let a writer still waiting for a reader finish (a refused run never opened the FIFO)."""
+    if writer.is_alive():
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        writer.join()
+        os.close(reader)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_piped_manifest_joins_a_folder_with_rows_only_with_append_or_overwrite(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a piped manifest's media paths resolve against the working directory
+    first = _border_manifest(tmp_path, "first.jsonl", ("green",))
+    second = _border_manifest(tmp_path, "second.jsonl", ("red",))
+    out = tmp_path / "out"
+    run_score(ScoreConfig(manifest=first, out=out))
+    fifo, writer = _piped(tmp_path, second, "refused")
+    try:
+        with pytest.raises(OutputFolderError, match="piped manifest"):
+            run_score(ScoreConfig(manifest=fifo, out=out))
+        assert len(_lines(out / "results.jsonl")) == 1
+    finally:
+        _unblock(fifo, writer)
+    fifo, writer = _piped(tmp_path, second, "appended")
+    run_score(ScoreConfig(manifest=fifo, out=out, append=True))
+    writer.join()
+    assert [row["score"] > 0.9 for row in _lines(out / "results.jsonl")] == [True, False]  # green's row, then red's
+    fifo, writer = _piped(tmp_path, second, "overwritten")
+    run_score(ScoreConfig(manifest=fifo, out=out, overwrite=True))
+    writer.join()
+    assert [row["score"] for row in _lines(out / "results.jsonl")] == [0.0]  # red's alone: started afresh
+
+
+def test_a_manifest_whose_name_is_not_utf8_still_gets_its_summary(tmp_path):
+    manifest = _border_manifest(tmp_path, os.fsdecode(b"m\xff.jsonl"), ("green",))
+    run_score(ScoreConfig(manifest=manifest, out=tmp_path / "out"))
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["config"]["manifest"].endswith("m\\xff.jsonl") and summary["tasks"]["i_format_border"]["n"] == 1

@@ -342,3 +342,18 @@ def test_a_worker_reports_a_start_only_for_items_left_after_the_warm_ups(registe
     assert kinds([(2, item(2))]) == ["started", "rows"]
     strict = dataclasses.replace(item(3), profile="strict")  # a task (and profile) new to this process
     assert kinds([(3, strict)]) == ["warming", "rows"]  # its warm-up row fitted: nothing left to start
+
+
+def test_rows_made_while_planning_count_within_max_pending(monkeypatch):
+    from mmverify.pipelines.pool import _Intake
+
+    entries: list[Any] = [item(0, n=0), *({"n": f"row {k}"} for k in range(1000)), item(1001, n=1001)]
+    done: dict[int, Any] = {}
+    intake = _Intake(iter(entries), in_flight=1, max_pending=8, done=done)
+    assert [seq for seq, _ in intake.batch()] == [0]
+    assert intake.batch() == [] and len(done) == 8 and not intake.finished  # paused while item 0 is scored
+    done.clear()  # item 0 finished: its row and the eight after it left in order
+    assert intake.batch() == [] and len(done) == 8
+    pool, _ = scripted_pool(monkeypatch, scored, in_flight=1)
+    pool.max_pending = 8
+    assert [row["n"] for row in pool.run(entries)] == [0, *(f"row {k}" for k in range(1000)), 1001]

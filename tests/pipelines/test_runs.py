@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mmverify.core.types import Check
+from mmverify.pipelines.outdir import manifest_fingerprint
 from mmverify.pipelines.results import dumps_row, make_row
 from mmverify.pipelines.runs import load_run
 from mmverify.reports.rundata import RunData, load_run as load_for_report
@@ -68,3 +69,33 @@ def test_a_relative_manifest_is_found_from_above_the_run(tmp_path: Path, monkeyp
     loaded = load_run(run)
     assert loaded.manifest == project / "data" / "m.jsonl" and loaded.base_dir == (project / "data").resolve()
     assert loaded.line_of(loaded.rows[0]) is not None and loaded.data_root == Path("gone")
+
+
+def test_a_relative_manifest_of_the_same_name_elsewhere_is_not_taken_for_the_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mmverify.pipelines.outdir import claim_for_manifest
+
+    ours, theirs = tmp_path / "a", tmp_path / "b"
+    for folder, text in ((ours, "ours"), (theirs, "theirs")):
+        folder.mkdir()
+        (folder / "m.jsonl").write_text(json.dumps({"task": "i_format_border", "instance_id": "b/0", "parts": [], "note": text}) + "\n")
+    run = _run(ours / "run", [_row("b/0", 1)], {"config": {"manifest": "m.jsonl"}})
+    claim_for_manifest(run, manifest_fingerprint(ours / "m.jsonl"))  # as `score` records it
+    monkeypatch.chdir(theirs)  # the working directory holds another run's m.jsonl
+    assert load_run(run).manifest == ours / "m.jsonl"
+    (ours / "m.jsonl").unlink()
+    assert load_run(run).manifest is None  # theirs is never a stand-in
+
+
+def test_lines_that_name_a_prefixed_task_or_an_instruction_file_are_their_rows_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manifest = tmp_path / "m.jsonl"
+    lines = [{"task": "task:i_format_border", "instance_id": "b/0", "parts": []},
+             {"task": "i_ocr_chinese", "instance_id": "i_ocr_chinese/0", "parts": []}]  # fmt: skip
+    manifest.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    ocr = make_row(task="i_ocr_multi_lingual", instance_id="i_ocr_chinese/0", sample=0, model=None, key="k2", line=2,
+                   verifier="i_ocr_multi_lingual@1:mmmg", check=Check(score=1.0))  # fmt: skip
+    other = make_row(task="i_structure", instance_id="i_ocr_chinese/0", sample=0, model=None, key="k3", line=2,
+                     verifier="i_structure@1:mmmg", check=Check(score=1.0))  # fmt: skip
+    run = _run(tmp_path / "run", [_row("b/0", 1), ocr], {"config": {"manifest": str(manifest)}})
+    loaded = load_run(run)
+    assert [loaded.line_of(row)["task"] for row in loaded.rows] == ["task:i_format_border", "i_ocr_chinese"]
+    assert loaded.line_of(other) is None  # a task the file does not feed

@@ -148,3 +148,21 @@ def test_the_backend_choice_is_part_of_the_key_of_model_based_tasks(tmp_path, mo
         keys[spec] = (planner.plan(1, audio).key, planner.plan(2, program).key)
     (tempo_a, order_a), (tempo_b, order_b) = keys.values()
     assert tempo_a != tempo_b and order_a == order_b
+
+
+def test_tasks_selects_lines_however_they_name_their_task(tmp_path):
+    text = {"instance": {"order": ["t"]}, "parts": [{"type": "text", "text": "a"}]}
+    music = {"instance_id": "m/0", "instance": {"instrument": "piano", "tempo": 120}, "parts": [{"type": "audio", "path": "none.wav"}]}
+    manifest = write_manifest(tmp_path / "m.jsonl", [
+        {"task": "task:i_structure", **text}, {"task": "i_structure", **text}, {"task": "t_structure", **text},
+        {"task": "a_music_attribute", **music}, {"task": "a_music_tempo", **music},
+    ])  # fmt: skip
+
+    def tasks_scored(*selected: str) -> list[str]:
+        out = tmp_path / "-".join(selected)
+        run_score(ScoreConfig(manifest=manifest, out=out, tasks=frozenset(selected)))
+        return [row["task"] for row in _rows(out)]
+
+    assert tasks_scored("i_structure") == ["i_structure", "i_structure"]  # the prefixed line too
+    assert tasks_scored("a_music_tempo") == ["a_music_tempo", "a_music_tempo"]  # routed from the file, and named
+    assert tasks_scored("a_music_attribute") == ["a_music_instrument", "a_music_tempo", "a_music_tempo"]  # all the file feeds

@@ -71,6 +71,25 @@ def test_groups_overall_errors_and_determinism():
     assert "by_model" not in summary
 
 
+def test_instances_whose_ids_name_no_source_file_share_one_source():
+    inline = [_row("i_ocr_multi_lingual", f"chinese-{i}", float(i % 2)) for i in range(6)]
+    entry = summarize(inline)["tasks"]["i_ocr_multi_lingual"]
+    assert entry["mean"] == 0.5 and entry["ci95"] is not None  # one source: the plain mean, with an interval
+    mixed = inline + [_row("i_ocr_multi_lingual", f"i_ocr_german/{i}", 1.0) for i in range(2)]
+    assert summarize(mixed)["tasks"]["i_ocr_multi_lingual"]["mean"] == 0.75  # unnamed and German, equal weight
+
+
+def test_by_model_lists_the_named_models_and_rows_without_one_apart():
+    broken = {**_row("?", "?", None, status="error"), "error": {"code": "malformed_line", "message": "not JSON"}}
+    one = [_row("i_structure", "i_structure/0", 1.0, model="mA"), broken]
+    assert "by_model" not in summarize(one)  # one model: a line too broken to name one is not a second
+    two = [*one, _row("i_structure", "i_structure/0", 0.0, model="None"), _row("i_structure", "i_structure/1", 0.5, model="mB")]
+    by_model = summarize(two)["by_model"]
+    assert list(by_model) == ["mA", "mB", "None"]
+    assert by_model["None"]["tasks"]["i_structure"]["n"] == 1 and by_model["None"]["n_error"] == 1  # "None" and the broken row
+    assert by_model["mB"]["tasks"]["i_structure"]["mean"] == 0.5
+
+
 def test_the_markdown_report_counts_in_words():
     from mmverify.pipelines.report import render_markdown
 

@@ -33,7 +33,7 @@ def score_command(
     manifest: Path = typer.Argument(..., exists=True, dir_okay=False, help="Generation manifest (JSON Lines)."),
     out: str = typer.Option(..., "--out", "-o", metavar="PATH", help="Output folder (results.jsonl, summary.json).", rich_help_panel="Input"),
     instructions: Optional[Path] = typer.Option(None, help="Instruction set folder (<task>.jsonl, image/, audio/).", rich_help_panel="Input"),
-    tasks: Optional[str] = typer.Option(None, help="Comma-separated task ids to score (others are skipped).", rich_help_panel="Input"),
+    tasks: Optional[str] = typer.Option(None, help="Comma-separated task ids to score (others are skipped); an instruction file's name (a_music_attribute) selects the tasks it feeds.", rich_help_panel="Input"),
     workers: int = typer.Option(1, min=1, help="1: in-process; N>1: N worker processes (hard per-item timeout).", rich_help_panel="Execution"),
     in_flight: int = typer.Option(
         32, "--batch-items", min=1, rich_help_panel="Execution",

@@ -83,15 +83,9 @@ def _value(row: Mapping[str, Any], errors_as_zero: bool) -> float | None:
     return 0.0 if errors_as_zero else None
 
 
-def _source(instance_id: str) -> str:
-    return instance_id.rpartition("/")[0] or instance_id
-
-
 def _strata(task: str, instances: Sequence[str]) -> dict[str, str] | None:
     info = CATALOG.get(task)
-    if info is None or info.aggregate != "mean_of_sources":
-        return None
-    return {name: _source(name) for name in instances}
+    return info.strata(instances) if info is not None else None
 
 
 def _task_rng(seed: int, task: str) -> np.random.Generator:

@@ -89,9 +89,11 @@ def manifest_fingerprint(path: Path) -> str:
     return digest.hexdigest()
 
 
-def claim_for_manifest(out: Path, fingerprint: str, *, append: bool = False, overwrite: bool = False) -> None:
+def claim_for_manifest(out: Path, fingerprint: str | None, *, append: bool = False, overwrite: bool = False) -> None:
     """Record that ``out`` holds results of the manifest ``fingerprint``; refuse another manifest's
-    folder unless ``append`` or ``overwrite``.  Call with the folder locked."""
+    folder unless ``append`` or ``overwrite``.  ``fingerprint`` None is a piped manifest, which
+    cannot be read twice to be told apart: it may join a folder holding rows only with ``append``
+    (which also resumes it).  Call with the folder locked."""
     if append and overwrite:
         raise OutputFolderError("choose --append or --overwrite, not both")
     run_file = out / RUN_FILE
@@ -101,15 +103,28 @@ def claim_for_manifest(out: Path, fingerprint: str, *, append: bool = False, ove
         for name in OUTPUT_FILES:
             (out / name).unlink(missing_ok=True)
         known = []
+    elif has_rows and not append and fingerprint is None:
+        raise OutputFolderError(
+            f"{out} holds results, and a piped manifest cannot be told apart from the one they came from; "
+            "use --append to add (or resume) its rows there, --overwrite to start afresh, or choose another --out"
+        )
     elif has_rows and known and fingerprint not in known and not append:
         # a folder written before manifests were recorded (no run.json) is adopted as it is
         raise OutputFolderError(
             f"{out} holds results of another manifest; use --append to add this manifest's rows "
             "beside them, --overwrite to start afresh, or choose another --out"
         )
-    if fingerprint not in known:
+    if fingerprint is not None and fingerprint not in known:
         known.append(fingerprint)
     _write_json(run_file, {"schema": 1, "manifests": known})
+
+
+def known_manifests(out: Path) -> list[str]:
+    """Fingerprints of the manifests scored into ``out`` (none recorded: an empty list)."""
+    try:
+        return _known_manifests(out / RUN_FILE)
+    except OutputFolderError:
+        return []
 
 
 def _known_manifests(run_file: Path) -> list[str]:

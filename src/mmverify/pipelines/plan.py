@@ -78,12 +78,17 @@ class PlanStats:
             self.first_shared = self.first_shared or f"line {line} (as line {earlier[0]})"
 
 
+def _bare(task: str) -> str:
+    """A task id without the ``task:`` prefix a line may give it."""
+    return task[len("task:") :] if task.startswith("task:") else task
+
+
 @dataclass
 class Planner:
     manifest_dir: Path
     instructions: InstructionSet | None = None
     data_root: Path | None = None
-    tasks: frozenset[str] | None = None  # only these task ids (None: all)
+    tasks: frozenset[str] | None = None  # only these task ids, or the tasks of these instruction files (None: all)
     thresholds: Mapping[str, Threshold] = field(default_factory=dict)
     limits: MediaLimits = DEFAULT_LIMITS
     profile: str = DEFAULT_PROFILE
@@ -95,6 +100,8 @@ class Planner:
         self._task_objects: dict[str, Any] = {}
         self._model_keys = ModelKeys()
         self.stats = PlanStats()
+        # the tasks --tasks selects: those named, and those an instruction file named there feeds
+        self._selected = None if self.tasks is None else self.tasks | {i.id for i in CATALOG.values() if self.tasks & set(i.source_files)}
 
     # -- helpers ---------------------------------------------------------------------------------
     @property
@@ -224,7 +231,7 @@ class Planner:
     def _routed(self, generation: Generation, refused: bool = False) -> tuple[list[Generation], str | None]:
         """:meth:`_route` under ``--tasks`` (an empty list: filtered out, counted).  Routing errors
         raise, except for a ``refused`` line: its row then names the task as the line wrote it."""
-        named = generation.task
+        named = _bare(generation.task)
         if self.tasks is not None and named not in self.tasks and named not in CATALOG and named not in SOURCE_FILES:
             routed: list[Generation] = []
         else:
@@ -235,7 +242,7 @@ class Planner:
                     raise
                 routed, source = [generation], None
             if self.tasks is not None and named not in self.tasks:
-                routed = [g for g in routed if g.task in self.tasks]
+                routed = [g for g in routed if _bare(g.task) in (self._selected or ())]
             if routed:
                 return routed, source
         self.stats.skipped_filtered += 1

@@ -86,6 +86,8 @@ class _Intake:
         if self.held:
             return self.held.popleft()
         while not self.exhausted:
+            if len(self.done) >= self.max_pending:  # rows already made wait too: intake pauses for them as well
+                return None
             entry = next(self.source, None)
             if entry is None:
                 self.exhausted = True

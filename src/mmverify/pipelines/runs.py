@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..data.instructions import InstructionSet
+from ..tasks.catalog import CATALOG
 from ..data.manifest import PathPolicyError, iter_manifest_lines, manifest_base_dir, resolve_media_path
-from .outdir import LATEST_FILE
+from .outdir import LATEST_FILE, known_manifests, manifest_fingerprint
 from .results import ResultsFile, latest_rows
 
 RESULTS_FILE = "results.jsonl"
@@ -88,8 +89,8 @@ class LoadedRun:
         entry = self.manifest_lines.get(line) if isinstance(line, int) else None
         if entry is None:
             return None
-        same = (entry["task"], entry["instance_id"], entry["sample"]) == (row.get("task"), row.get("instance_id"), row.get("sample"))
-        return entry if same else None
+        same = (entry["instance_id"], entry["sample"]) == (row.get("instance_id"), row.get("sample"))
+        return entry if same and _names_task(entry["task"], row.get("task")) else None
 
     def instance_of(self, row: Row) -> dict[str, Any] | None:
         """The row's annotation: inline in the manifest line, else from the instruction set."""
@@ -162,17 +163,19 @@ def results_path(path: Path) -> Path:
     raise ValueError(f"{path} does not exist")
 
 
-def existing_path(recorded: Any, run: Path) -> Path | None:
-    """A path recorded in a run's config: as is when absolute; a relative one (relative to the
-    folder ``score`` ran in) against the working directory, then against each folder above the run."""
+def _candidates(recorded: Any, run: Path) -> list[Path]:
+    """Where a path recorded in a run's config may be: as is when absolute; a relative one
+    (relative to the folder ``score`` ran in) against the working directory, then against each
+    folder above the run."""
     if not isinstance(recorded, str) or not recorded:
-        return None
+        return []
     path = Path(recorded)
-    bases = [] if path.is_absolute() else [Path.cwd(), *run.resolve().parents]
-    for candidate in [path] if path.is_absolute() else [base / path for base in bases]:
-        if candidate.exists():
-            return candidate
-    return None
+    return [path] if path.is_absolute() else [base / path for base in (Path.cwd(), *run.resolve().parents)]
+
+
+def existing_path(recorded: Any, run: Path) -> Path | None:
+    """The first of a recorded path's candidates that exists."""
+    return next((candidate for candidate in _candidates(recorded, run) if candidate.exists()), None)
 
 
 def read_summary(run_folder: Path, required: bool = False) -> dict[str, Any]:
@@ -202,9 +205,24 @@ def _config(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def recorded_manifest(run_folder: Path, summary: Mapping[str, Any] | None = None) -> Path | None:
-    """The manifest named in ``summary.json``'s config, if that file can still be found."""
-    found = existing_path(_config(read_summary(run_folder) if summary is None else summary).get("manifest"), run_folder)
-    return found if found is not None and found.is_file() else None
+    """The manifest named in ``summary.json``'s config, if that file can still be found: where the
+    run recorded the manifests scored into it (``run.json``), one with the same bytes, so that a
+    relative name never picks another run's manifest of that name."""
+    recorded = _config(read_summary(run_folder) if summary is None else summary).get("manifest")
+    known = set(known_manifests(run_folder))
+    for candidate in _candidates(recorded, run_folder):
+        if candidate.is_file() and (not known or manifest_fingerprint(candidate) in known):
+            return candidate
+    return None
+
+
+def _names_task(named: Any, task: Any) -> bool:
+    """Whether a manifest line's task (an id, ``task:``-prefixed or not, or an instruction file's
+    name) is how the line came to be scored by ``task``."""
+    if not isinstance(named, str) or not isinstance(task, str):
+        return named == task
+    bare = named[len("task:") :] if named.startswith("task:") else named
+    return bare == task or (task in CATALOG and bare in CATALOG[task].source_files)
 
 
 def _line_identity(value: Mapping[str, Any], number: int) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -76,8 +77,8 @@ class ScoreConfig:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "manifest": str(self.manifest),
-            "instructions": str(self.instructions) if self.instructions else None,
+            "manifest": shown_path(self.manifest),
+            "instructions": shown_path(self.instructions) if self.instructions else None,
             "tasks": sorted(self.tasks) if self.tasks else None,
             "workers": self.workers,
             "in_flight": self.in_flight,
@@ -85,7 +86,7 @@ class ScoreConfig:
             "executor": self.executor,
             "timeout_s": self.timeout,
             "warmup_timeout_s": self.warmup_timeout,
-            "data_root": str(self.data_root) if self.data_root else None,
+            "data_root": shown_path(self.data_root) if self.data_root else None,
             "thresholds": {task: t.as_dict() for task, t in sorted(self.thresholds.items())},
             "profile": self.profile,
             "aggregate": self.aggregate,
@@ -105,6 +106,11 @@ class ScoreOutcome:
     errors: int  # error rows among the current rows (one per manifest line)
 
 
+def shown_path(path: Path) -> str:
+    """``path`` as text to record: bytes of its name that are not UTF-8 written as ``\\xff``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def count_lines(path: Path) -> int | None:
     """Lines to score, or None for a stream (a pipe can be read only once: by the scorer)."""
     if is_stream(path):
@@ -119,8 +125,8 @@ def run_score(config: ScoreConfig, progress: Any = None) -> ScoreOutcome:
     config = with_worker_device(config)
     # planning (result keys) and in-process scoring read the context too
     with installed(config.context), OutputLock(config.out):
-        if config.manifest.is_file():  # a stream cannot be read twice; it is scored as an append
-            fingerprint = manifest_fingerprint(config.manifest)
+        if config.manifest.is_file() or is_stream(config.manifest):  # a stream cannot be read twice: no fingerprint
+            fingerprint = None if is_stream(config.manifest) else manifest_fingerprint(config.manifest)
             claim_for_manifest(config.out, fingerprint, append=config.append, overwrite=config.overwrite)
         return _run_locked(config, progress)
 

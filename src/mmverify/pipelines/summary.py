@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import __version__
 from ..core.types import MODALITY_GROUPS
+from ..data.jsonsafe import replace_surrogates
 from ..tasks.catalog import CATALOG
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -64,10 +65,6 @@ def _task_rng(seed: int, task: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(task.encode("utf-8"))])
 
 
-def _source(instance_id: str) -> str:
-    return instance_id.rpartition("/")[0] or instance_id
-
-
 def _counted(rows: Sequence[Mapping[str, Any]], how: str) -> list[tuple[str, float]]:
     """(instance id, score) of the rows that enter the mean under aggregation ``how``."""
     if how == "as_zero":
@@ -82,8 +79,7 @@ def task_summary(task: str, rows: Sequence[Mapping[str, Any]], seed: int, how: s
     clusters: dict[str, list[float]] = defaultdict(list)
     for instance_id, value in counted:
         clusters[instance_id].append(value)
-    by_source = info is not None and info.aggregate == "mean_of_sources"
-    strata = {name: _source(name) for name in clusters} if by_source else None
+    strata = info.strata(clusters) if info is not None else None
     mean = None
     if counted:
         if strata:
@@ -155,15 +151,17 @@ def summarize(
     seed: int = 0,
     aggregate_errors: str = "apart",
 ) -> dict[str, Any]:
-    """The whole summary document; ``by_model`` appears when rows come from several models."""
+    """The whole summary document; ``by_model`` appears when rows come from several models (rows
+    without a model are listed there as ``"None"``; those of unreadable lines make no model of their own)."""
     summary: dict[str, Any] = {"schema": SUMMARY_SCHEMA_VERSION, **aggregate(rows, seed, aggregate_errors)}
     summary["aggregate"] = aggregate_errors
     summary["profiles"] = sorted({_profile_of(r) for r in rows if r.get("verifier")})
-    models = sorted({r.get("model") for r in rows}, key=lambda m: (m is None, m or ""))
-    if len(models) > 1:
+    by_model: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for row in rows:  # rows without a model (a line too broken to name one, say) under "None"
+        by_model[str(row.get("model"))].append(row)
+    if len({r.get("model") for r in rows if not _unreadable(r)}) > 1:  # a broken line names no model of its own
         summary["by_model"] = {
-            str(model): aggregate([r for r in rows if r.get("model") == model], seed, aggregate_errors)
-            for model in models
+            name: aggregate(by_model[name], seed, aggregate_errors) for name in sorted(by_model, key=lambda n: (n == "None", n))
         }
     summary["bootstrap"] = {
         "method": "percentile; instructions resampled as clusters",
@@ -193,6 +191,12 @@ def judge_usage_section(before: Mapping[str, Mapping[str, int]] | None = None) -
     return usage_report(usage_since(before or {}), roles)
 
 
+def _unreadable(row: Mapping[str, Any]) -> bool:
+    """A row of a manifest line that could not be read, so whose model is unknown rather than none."""
+    error = row.get("error")
+    return row.get("model") is None and isinstance(error, Mapping) and error.get("code") == "malformed_line"
+
+
 def _profile_of(row: Mapping[str, Any]) -> str:
     """The profile named in a row's verifier id (``task@version:profile``)."""
     verifier = str(row["verifier"])
@@ -202,5 +206,6 @@ def _profile_of(row: Mapping[str, Any]) -> str:
 def write_summary(summary: Mapping[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    # a lone surrogate (a path or name decoded from bytes that are not UTF-8) cannot be written as UTF-8
+    tmp.write_text(replace_surrogates(json.dumps(summary, indent=2, ensure_ascii=False)) + "\n", encoding="utf-8")
     tmp.replace(path)

@@ -9,7 +9,7 @@ neither produces ``not_implemented`` error rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..core.registry import Registry, import_object
 
@@ -71,6 +71,14 @@ class TaskInfo:
 
     def accepts(self, row: Mapping[str, Any]) -> bool:
         return self.select is None or row.get(self.select) is not None
+
+    def strata(self, instance_ids: Iterable[str]) -> dict[str, str] | None:
+        """For a ``mean_of_sources`` task, the source file of each instance: its id's prefix as the
+        instruction sets and ``import-mmmg`` name them (``i_ocr_chinese/12``); ids that name none of
+        this task's files (inline instances) share one stratum.  None for a plain mean."""
+        if self.aggregate != "mean_of_sources":
+            return None
+        return {name: prefix if (prefix := name.rpartition("/")[0]) in self.source_files else "" for name in instance_ids}
 
 
 _T = "mmverify.tasks"
