@@ -420,3 +420,24 @@ def test_code_params():
     assert TASK_REGISTRY.get("it_coherence_code")(background=None).params()["background"] is None
     with pytest.raises(ValueError):
         TASK_REGISTRY.get("it_coherence_code")(render_size=8)
+
+
+@pytest.mark.parametrize("seed", range(400))
+def test_the_text_between_marks_is_what_the_expression_captures(seed):
+    import re
+
+    from mmverify.tasks.reasoning import first_between_marks
+
+    rng = random.Random(seed)
+    text = "".join(rng.choice("<<>>\na{} ") for _ in range(rng.randint(0, 30)))
+    for multiline in (False, True):
+        match = re.search(r"<<(.*?)>>", text, re.DOTALL if multiline else 0)
+        assert first_between_marks(text, multiline) == (match.group(1) if match else None), (text, multiline)
+
+
+def test_unclosed_marks_end_the_search():
+    from mmverify.tasks.reasoning import first_between_marks
+
+    assert first_between_marks("<" * 100_000, False) is None
+    assert first_between_marks("<<\n" * 30_000 + "<<x>>", False) == "x"
+    assert first_between_marks("<<a\n" * 3 + ">>", True) == "a\n<<a\n<<a\n"

@@ -38,3 +38,35 @@ def test_check_order_accepts_any_allowed_order():
         check_order("t", [])
     with pytest.raises(ValueError):
         seq(("video", ""))
+
+
+def _sequence_by_joining(parts, strip_leading_text=False):
+    """The rule with the text joined: consecutive text parts are a ``t`` when their join is not
+    empty (not blank after media or when leading text is stripped)."""
+    import itertools
+
+    letters, seen_media = [], False
+    for is_text, run in itertools.groupby(parts, key=lambda part: part[0] == "text"):
+        run = list(run)
+        if is_text:
+            joined = "".join(text for _, text in run)
+            if (joined.strip() if (seen_media or strip_leading_text) else joined):
+                letters.append("t")
+        else:
+            letters.extend({"image": "i", "audio": "a"}[kind] for kind, _ in run)
+            seen_media = True
+    return "".join(letters)
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_the_sequence_is_the_one_the_joined_text_gives(seed):
+    import random
+
+    rng = random.Random(seed)
+    parts = [(rng.choice(["text", "text", "image", "audio"]), rng.choice(["", " ", "\n", "x", " y "])) for _ in range(rng.randint(0, 8))]
+    for strip in (False, True):
+        assert modality_sequence(parts, strip_leading_text=strip) == _sequence_by_joining(parts, strip), parts
+
+
+def test_many_text_parts_are_read_once():
+    assert modality_sequence([("text", " ")] * 50_000 + [("image", "")] + [("text", "x")] * 50_000) == "tit"

@@ -26,7 +26,6 @@ missing ``<<description>>``; code is judged on its image).
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -45,15 +44,27 @@ from .media import instance_images
 
 
 # -- math -------------------------------------------------------------------------------------------
-_PATTERN_ONE_LINE = re.compile(r"<<(.*?)>>")
-_PATTERN_ANY_LINES = re.compile(r"<<(.*?)>>", re.DOTALL)
+def first_between_marks(text: str, multiline: bool) -> str | None:
+    """What ``re.search(r"<<(.*?)>>", text)`` captures (``re.DOTALL`` when ``multiline``), found in
+    linear time: the expression scans from every ``<<`` to the end when no ``>>`` follows it."""
+    start, end = text.find("<<"), -1
+    while start >= 0:
+        if end < start + 2:  # else the first ">>" after the last start is also the first after this one
+            end = text.find(">>", start + 2)
+            if end < 0:  # nothing closes this "<<", nor any after it
+                return None
+        newline = -1 if multiline else text.find("\n", start + 2, end)
+        if newline < 0:
+            return text[start + 2 : end]
+        start = text.find("<<", newline + 1)  # no later "<<" on this line closes before its end either
+    return None
 
 
 def parse_pattern(text: str, multiline: bool) -> str:
     """The first ``<<description>>`` (within one line unless ``multiline``), without the braces the
     instruction's ``<<{...}>>`` template invites; GenerationFault when there is none or it is empty."""
-    match = (_PATTERN_ANY_LINES if multiline else _PATTERN_ONE_LINE).search(text[:MAX_SEARCHED_TEXT])
-    written = match.group(1).strip().removeprefix("{").removesuffix("}").strip() if match else ""
+    found = first_between_marks(text[:MAX_SEARCHED_TEXT], multiline)
+    written = found.strip().removeprefix("{").removesuffix("}").strip() if found is not None else ""
     if not written:
         raise fault("missing_pattern", "the text has no <<pattern description>>", text)
     return written

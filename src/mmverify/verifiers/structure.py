@@ -16,24 +16,25 @@ LETTERS = {"text": "t", "image": "i", "audio": "a"}
 
 
 def modality_sequence(parts: Iterable[tuple[str, str]], *, strip_leading_text: bool = False) -> str:
-    """``parts`` are ``(type, text)`` pairs in response order; returns e.g. ``"tit"``."""
+    """``parts`` are ``(type, text)`` pairs in response order; returns e.g. ``"tit"``.  Consecutive
+    text parts are one ``t`` when, joined, they are not empty (not blank, after media or with
+    ``strip_leading_text``); only whether they are is kept, never the joined text."""
     letters: list[str] = []
-    pending_text = ""
-    seen_media = False
+    any_text = visible_text = seen_media = False
 
     def flush() -> None:
-        nonempty = pending_text.strip() != "" if (seen_media or strip_leading_text) else pending_text != ""
-        if nonempty:
+        if visible_text if (seen_media or strip_leading_text) else any_text:
             letters.append("t")
 
     for kind, text in parts:
         if kind not in LETTERS:
             raise ValueError(f"unknown part type {kind!r}")
         if kind == "text":
-            pending_text += text
+            any_text = any_text or text != ""
+            visible_text = visible_text or text.strip() != ""
             continue
         flush()
-        pending_text = ""
+        any_text = visible_text = False
         seen_media = True
         letters.append(LETTERS[kind])
     flush()

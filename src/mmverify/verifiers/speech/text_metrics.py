@@ -40,6 +40,8 @@ from typing import Callable, Sequence
 
 import jiwer
 
+from ..text.brackets import drop_bracketed
+
 EMPTY_WORD = "<none>"
 EMPTY_CHAR = "\u2205"  # a math symbol: normalize_chinese removes it from real text
 
@@ -105,8 +107,11 @@ def english_normalizer_name() -> str:
 
 
 def normalize_english(text: str) -> str:
-    """Whisper's English normalisation (see the module docstring for what is used when)."""
-    return " ".join(_english()[1](text).split())
+    """Whisper's English normalisation (see the module docstring for what is used when).  Its
+    bracket removal runs here first, in linear time, so that unclosed brackets in a long text
+    cannot make Whisper's expressions quadratic (the result is the same)."""
+    name, normalize = _english()
+    return " ".join(normalize(drop_bracketed(text, disarm=True) if name != "basic" else text).split())
 
 
 # -- Chinese -----------------------------------------------------------------------------------

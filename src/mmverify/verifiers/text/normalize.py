@@ -14,6 +14,8 @@ import re
 import unicodedata
 from typing import Callable
 
+from .brackets import drop_bracketed
+
 _WHOLE_WORD = [
     (r"\bwon't\b", "will not"), (r"\bcan't\b", "can not"), (r"\blet's\b", "let us"), (r"\bain't\b", "aint"),
     (r"\by'all\b", "you all"), (r"\bwanna\b", "want to"), (r"\bgotta\b", "got to"), (r"\bgonna\b", "going to"),
@@ -30,8 +32,7 @@ _FILLERS = re.compile(r"\b(hmm|mm|mhm|mmm|uh|um)\b")
 def normalize_transcript(text: str) -> str:
     """Lower-cased, punctuation-free, contraction-expanded form of ``text`` (idempotent)."""
     s = text.lower().replace("’", "'").replace("‘", "'")
-    s = re.sub(r"[<\[][^>\]]*[>\]]", " ", s)  # [music], <noise>
-    s = re.sub(r"\(([^)]+?)\)", " ", s)  # (laughs)
+    s = drop_bracketed(s, " ")  # [music], <noise>, (laughs)
     s = _FILLERS.sub(" ", s)
     for pattern, repl in _WHOLE_WORD + _SUFFIXES:
         s = re.sub(pattern, repl, s)
