@@ -35,6 +35,7 @@ SUITE: dict[str, tuple[list[str], list[str]]] = {  # name: (full arguments, quic
     "three_way_fit": ([], ["--sizes", "250,1000", "--repeats", "1"]),
     "device_contention": ([], ["--items", "16", "--in-flight", "8", "--batch-size", "8", "--prep-limits", "2", "--decode-processes", "1"]),
     "decode_contention": ([], ["--threads", "4", "--batches", "5"]),
+    "adversarial_text": ([], ["--sizes", "2000,8000", "--largest", "32000"]),
 }
 
 

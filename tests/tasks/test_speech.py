@@ -69,6 +69,20 @@ def test_attribute_is_word_accuracy_times_gender(tmp_path, monkeypatch):
     assert tie["score"] == 0.0 and tie["evidence"]["gender_reason"] == "tie" and tie["evidence"]["predicted_gender"] is None
 
 
+def test_a_text_too_long_to_compare_is_an_invalid_instance(tmp_path, monkeypatch):
+    from mmverify.tasks.speech_steps import MAX_TEXT_CHARS
+
+    clip = tone(tmp_path / "a.wav")
+    use_models(monkeypatch, tmp_path / "cache", NO_MODELS, transcriber=ScriptedTranscriber(["x"] * 2), gender=ScriptedGender([MALE] * 2))
+    items = [
+        {"task": "a_speech_attribute", "instance": {"text": "w" * size, "gender": "male"}, "parts": [{"type": "audio", "path": "a.wav"}]}
+        for size in (MAX_TEXT_CHARS, MAX_TEXT_CHARS + 1)
+    ]
+    at_limit, past = score_items(items, base_dir=clip.parent)
+    assert at_limit["status"] == "scored"
+    assert past["error"]["code"] == "invalid_instance" and f"{MAX_TEXT_CHARS:,} are scored" in past["error"]["message"]
+
+
 @pytest.fixture(scope="module")
 def attribute_clips(tmp_path_factory, mmmg_instructions):
     """espeak-ng readings of published rows: male voice at pitch 20 / 80 and 120 / 220 words a minute."""

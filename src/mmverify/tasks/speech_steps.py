@@ -111,8 +111,17 @@ def check_constraints(transcript: str, checkers: Sequence[MmmgChecker]) -> Check
     return evaluate(transcript, checkers, "strict", require_nonempty=False)
 
 
+# A text to be spoken: a sentence or a paragraph in MMMG.  Comparing a transcript with it costs
+# the product of the two lengths, and an inline instance reaches the reward server from a client.
+MAX_TEXT_CHARS = 10_000
+
+
 def require_text(instance: Instance, *names: str) -> str:
     value = require_field(instance, *names)
     if not isinstance(value, str) or not value.strip():
         raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: {names[0]} must be a non-empty string")
+    if len(value) > MAX_TEXT_CHARS:
+        raise ScoringError(
+            ErrorCode.INVALID_INSTANCE, f"{instance.id}: {names[0]} has {len(value):,} characters; at most {MAX_TEXT_CHARS:,} are scored"
+        )
     return value

@@ -243,3 +243,19 @@ def test_missing_renderer_says_how_to_install(monkeypatch):
         render_svg(HALF_RED)
     assert "libcairo2" in str(info.value) and "mmverify[models]" in str(info.value)
 
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_find_svg_finds_what_the_published_expression_finds(seed):
+    import random
+    import re
+
+    rng = random.Random(seed)
+    text = "".join(rng.choice(["<svg", "<SVG ", "<svgx", "</svg>", "</svg \n>", "</svg", ">", "a", "\n", " "]) for _ in range(rng.randint(0, 12)))
+    match = re.search(r"<svg\b.*</svg\s*>", text, re.IGNORECASE | re.DOTALL)
+    assert find_svg(text) == (match.group(0) if match else None), text
+
+
+def test_find_svg_reads_a_long_run_of_unclosed_openings_once():
+    assert find_svg("<svg " * 100_000) is None
+    assert find_svg("<svg " * 100_000 + "</svg>") == "<svg " * 100_000 + "</svg>"

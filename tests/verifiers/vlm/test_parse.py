@@ -138,3 +138,37 @@ def test_excerpt_keeps_the_end():
     long = "x" * 500 + "THE END"
     assert excerpt(long).endswith("THE END") and len(excerpt(long)) <= 201
     assert excerpt("  short  ") == "short"
+
+
+PUBLISHED_LINE = (  # the verdict-line expression before its blanks were made one run
+    r"(?:(?:the\s+)?(?:final\s+)?(?:answer|verdict|conclusion)(?:\s+is)?\s*[:：\-]?\s*)?[\"'(\[]?(yes|no)[\"')\]]?[.!]?"
+)
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_the_verdict_line_reads_as_the_two_run_expression_read_it(seed):
+    import random
+    import re
+
+    from mmverify.verifiers.vlm.parse import _YES_NO_LINE
+
+    rng = random.Random(seed)
+    line = "".join(rng.choice(["answer", " is", " ", "  ", ":", "-", "yes", "No", ".", "(", "final ", "x"]) for _ in range(rng.randint(0, 7)))
+    before = re.fullmatch(PUBLISHED_LINE, line, re.IGNORECASE)
+    after = _YES_NO_LINE.fullmatch(line)
+    assert (before and before.group(1)) == (after and after.group(1)), line
+
+
+def test_a_long_run_of_blanks_on_the_last_line_is_read_once():
+    with pytest.raises(Exception, match="Answer: Yes"):
+        parse_yes_no("Answer" + " " * 50_000 + "maybe")
+    assert parse_yes_no("Answer" + " " * 50_000 + ": yes") is True
+
+
+def test_a_list_nested_past_the_parsers_depth_is_unparseable_not_a_crash():
+    from mmverify.core.errors import ScoringError
+
+    with pytest.raises(ScoringError) as error:
+        parse_text_list("[" * 5_000 + "]" * 5_000)
+    assert error.value.code == "judge_unparseable"
+    assert parse_text_list("[" * 5_000 + ' ["a", "b"]') == ["a", "b"]

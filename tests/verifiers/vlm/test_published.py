@@ -54,3 +54,8 @@ def test_counter_examples():
     assert first_nswer_letter("**Answer:** B", "ABC") is None and first_nswer_letter("answer: B", "ABC") == "B"
     assert first_answer_letter("Answer: A is wrong\nAnswer: B") == "A" and first_answer_letter("answer: B") is None
     assert first_character("  Based on the image") == "b"
+
+
+def test_many_lines_of_unclosed_brackets_are_read_once():
+    assert first_line_list("[\n" * 100_000 + '["a"]') == ["a"]
+    assert first_line_list("[\n" * 100_000) == []

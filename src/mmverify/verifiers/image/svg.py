@@ -208,10 +208,18 @@ def _flatten(rgba: np.ndarray, background: tuple[int, ...] | None) -> np.ndarray
     return mixed.astype(np.uint8)
 
 
-_SVG_BLOCK = re.compile(r"<svg\b.*</svg\s*>", re.IGNORECASE | re.DOTALL)
+_SVG_OPEN = re.compile(r"<svg\b", re.IGNORECASE)
+_SVG_CLOSE = re.compile(r"</svg\s*>", re.IGNORECASE)
 
 
 def find_svg(text: str) -> str | None:
-    """The SVG document embedded in ``text`` (from the first ``<svg`` to the last ``</svg>``), if any."""
-    match = _SVG_BLOCK.search(text)
-    return match.group(0) if match else None
+    r"""The SVG document embedded in ``text`` (from the first ``<svg`` to the last ``</svg>``), if any:
+    what ``re.search(r"<svg\b.*</svg\s*>", text, re.I | re.S)`` finds, without trying every
+    ``<svg`` to the end of the text (if the first has no ``</svg>`` after it, none has)."""
+    opened = _SVG_OPEN.search(text)
+    if opened is None:
+        return None
+    last = None
+    for last in _SVG_CLOSE.finditer(text, opened.end()):
+        pass
+    return text[opened.start() : last.end()] if last is not None else None

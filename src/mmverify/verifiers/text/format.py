@@ -8,6 +8,22 @@ from typing import Any
 
 from .base import TextChecker, require_count, require_text
 
+_PLACEHOLDER = re.compile(r"\[[^\[\]\n]*\]")
+_STAR_BULLET = re.compile(r"^[^\S\n]*\*[^\*].*$", flags=re.MULTILINE)
+_DASH_BULLET = re.compile(r"^[^\S\n]*-.*$", flags=re.MULTILINE)
+
+
+def titles(text: str) -> list[str]:
+    r"""What ``re.findall(r"<<[^\n]+>>", text)`` finds -- on each line, from its first ``<<`` to its
+    last ``>>`` with something between -- without trying every ``<`` to the end of its line."""
+    found = []
+    for line in text.split("\n"):
+        start = line.find("<<")
+        end = line.rfind(">>") if start >= 0 else -1
+        if end >= start + 3:
+            found.append(line[start : end + 2])
+    return found
+
 
 class Placeholders(TextChecker):
     """``detectable_content:number_placeholders``: at least N ``[placeholder]`` spans."""
@@ -20,7 +36,9 @@ class Placeholders(TextChecker):
         self.kwargs = {"num_placeholders": self.minimum}
 
     def check(self, text: str) -> bool:
-        return len(re.findall(r"\[.*?\]", text)) >= self.minimum
+        # IFEval counts r"\[.*?\]"; this counts the same (each "]" with a "[" since the last "]" on
+        # its line) without trying every "[" to the end of its line
+        return len(_PLACEHOLDER.findall(text)) >= self.minimum
 
     def describe(self) -> str:
         return f"at least {self.minimum} placeholders in square brackets"
@@ -39,15 +57,17 @@ class Postscript(TextChecker):
         super().__init__()
         self.marker = require_text("postscript_marker", postscript_marker)
         self.kwargs = {"postscript_marker": self.marker}
+        # IFEval's expressions begin with r"\s*" and end with r".*$", which decide nothing about
+        # whether there is a match (the marker alone does) but cost quadratic time on long blanks
         if self.marker == "P.P.S":
-            self._pattern = r"\s*p\.\s?p\.\s?s.*$"
+            self._pattern = re.compile(r"p\.\s?p\.\s?s")
         elif self.marker == "P.S.":
-            self._pattern = r"\s*p\.\s?s\..*$"
+            self._pattern = re.compile(r"p\.\s?s\.")
         else:
-            self._pattern = r"\s*" + re.escape(self.marker.lower()) + r".*$"
+            self._pattern = re.compile(re.escape(self.marker.lower()))
 
     def check(self, text: str) -> bool:
-        return bool(re.findall(self._pattern, text.lower(), flags=re.MULTILINE))
+        return self._pattern.search(text.lower()) is not None
 
     def describe(self) -> str:
         return f"end with a postscript starting with {self.marker!r}"
@@ -64,8 +84,10 @@ class BulletLists(TextChecker):
         self.kwargs = {"num_bullets": self.expected}
 
     def check(self, text: str) -> bool:
-        stars = re.findall(r"^\s*\*[^\*].*$", text, flags=re.MULTILINE)
-        dashes = re.findall(r"^\s*-.*$", text, flags=re.MULTILINE)
+        # IFEval's r"^\s*" may run over blank lines to the bullet; starting at the bullet's own line
+        # finds the same bullets without scanning every run of blank lines from each of its lines
+        stars = _STAR_BULLET.findall(text)
+        dashes = _DASH_BULLET.findall(text)
         return len(stars) + len(dashes) == self.expected
 
     def describe(self) -> str:
@@ -164,7 +186,7 @@ class Title(TextChecker):
         super().__init__()
 
     def check(self, text: str) -> bool:
-        return any(t.lstrip("<").rstrip(">").strip() for t in re.findall(r"<<[^\n]+>>", text))
+        return any(t.lstrip("<").rstrip(">").strip() for t in titles(text))
 
     def describe(self) -> str:
         return "include a title wrapped in double angular brackets, e.g. <<title>>"

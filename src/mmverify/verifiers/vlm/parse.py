@@ -58,8 +58,10 @@ def _after_last_marker(text: str) -> str | None:
 # a verdict value: "Yes", "No.", "Yes, the balloon is there" -- but not "Yes or No", "Not sure"
 _YES_NO_VALUE = re.compile(r"(yes|no)(?:[.,;:!]+.*|\s+[-–—(].*)?", re.IGNORECASE)
 # a last line that is nothing but the verdict: "No.", "The answer is yes", "Final verdict: No"
+# (the blanks around the separator are one run unless a separator splits them: two optional runs
+# side by side would be tried at every split of a long run of blanks)
 _YES_NO_LINE = re.compile(
-    r"(?:(?:the\s+)?(?:final\s+)?(?:answer|verdict|conclusion)(?:\s+is)?\s*[:：\-]?\s*)?[\"'(\[]?(yes|no)[\"')\]]?[.!]?",
+    r"(?:(?:the\s+)?(?:final\s+)?(?:answer|verdict|conclusion)(?:\s+is)?\s*(?:[:：\-]\s*)?)?[\"'(\[]?(yes|no)[\"')\]]?[.!]?",
     re.IGNORECASE,
 )
 
@@ -145,7 +147,7 @@ def _last_json_list(text: str) -> object | None:
     for match in re.finditer(r"\[", text):
         try:
             value, end = decoder.raw_decode(text, match.start())
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: "[[[[..." nested past the parser's depth
             continue
         if best is None or (end, -match.start()) > best[:2]:
             best = (end, -match.start(), value)

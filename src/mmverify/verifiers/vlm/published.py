@@ -79,14 +79,15 @@ def first_character(reply: str) -> str:
 
 def _one_line_span(text: str) -> str | None:
     """The first ``[`` up to the nearest ``]`` with no line break between them (None when none)."""
-    position = 0
+    position, end = 0, -1
     while True:
         start = text.find("[", position)
         if start < 0:
             return None
-        end = text.find("]", start)
-        if end < 0:
-            return None
+        if end < start:  # else the nearest "]" after the last start is also the nearest after this one
+            end = text.find("]", start)
+            if end < 0:
+                return None
         newline = text.find("\n", start, end)
         if newline < 0:
             return text[start : end + 1]
