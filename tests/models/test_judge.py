@@ -598,3 +598,48 @@ def test_transformers_judge_answers_deterministically(tiny_qwen: Path, tmp_path:
     monkeypatch.delenv("MMVERIFY_VLM_BASE_URL", raising=False)
     monkeypatch.setenv("MMVERIFY_VLM_CACHE", "off")
     assert isinstance(ModelHub().judge("ocr"), TransformersVLMJudge)
+
+
+def test_credentials_in_the_base_url_are_used_but_never_shown(vlm_server):
+    import base64
+
+    from mmverify.models.judge_config import judge_identities, usage_identities
+    from mmverify.models.judge_usage import usage_report, usage_totals
+    from tests.vlm_server import Reply
+
+    vlm_server.queue(Reply(status=400, body={"error": {"message": "bad request from alice:s3cr3tPW"}}))
+    url = vlm_server.url.replace("http://", "http://alice:s3cr3tPW@")
+    judge = vlm_server.judge(base_url=url, max_retries=0)
+    with pytest.raises(ScoringError) as error:
+        judge.ask("hi", max_tokens=5)
+    assert vlm_server.requests[0].headers["authorization"] == "Basic " + base64.b64encode(b"alice:s3cr3tPW").decode()
+    env = {"MMVERIFY_VLM_BASE_URL": url, "MMVERIFY_VLM_MODEL": "m", "MMVERIFY_VLM_CACHE": "off"}
+    shown = [str(error.value), repr(judge), str(usage_identities(env)), str(judge_identities(["default"], env)),
+             str(usage_report(usage_totals()))]  # fmt: skip
+    assert not any("s3cr3tPW" in text or "alice" in text for text in shown), shown
+    assert vlm_server.url in str(error.value) and "bad request from ***" in str(error.value)
+
+
+def test_malformed_bodies_are_typed_failures_and_garbled_ones_are_retried(vlm_server):
+    from tests.vlm_server import Reply, chat_completion
+
+    parts = chat_completion("unused")
+    parts["choices"][0]["message"]["content"] = [{"type": "text", "text": None}, {"type": "text", "text": "Answer: Yes"}]
+    vlm_server.queue(Reply(body=parts))
+    assert vlm_server.judge().ask("null text part", max_tokens=5) == "Answer: Yes"
+    vlm_server.reset()
+    garbled = Reply(body="definitely not gzip", headers={"Content-Encoding": "gzip"})
+    deep = Reply(body="[" * 200_000)
+    vlm_server.queue(garbled, deep, garbled)
+    with pytest.raises(ScoringError) as error:
+        vlm_server.judge(max_retries=2).ask("garbled", max_tokens=5)
+    assert error.value.code == ErrorCode.JUDGE_FAILED and vlm_server.count == 3  # each one retried
+    assert "DecodingError" in str(error.value)
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-inf"])
+def test_a_timeout_that_is_not_finite_is_refused(value):
+    from mmverify.models.judge_config import config_from_env
+
+    with pytest.raises(ValueError, match="MMVERIFY_VLM_TIMEOUT"):
+        config_from_env("default", {"MMVERIFY_VLM_MODEL": "m", "MMVERIFY_VLM_BASE_URL": "http://127.0.0.1:9/v1", "MMVERIFY_VLM_TIMEOUT": value})

@@ -224,3 +224,32 @@ def test_precision_enters_the_keys_of_tasks_whose_backend_has_it(tmp_path, setti
     assert speech_key(tmp_path) != fp32
     settings(precision="fp32", models=f"transcriber=whisper-hf@{whisper}?precision=bf16")
     assert speech_key(tmp_path) != fp32
+
+
+def judged_key(tmp_path: Path) -> str:
+    return _key(tmp_path, "i_object_attribute", {"object": "a cat"})
+
+
+def test_an_in_process_judges_weights_and_device_type_enter_the_keys_and_an_endpoints_model_does(tmp_path, settings, monkeypatch):
+    for name in ("MMVERIFY_VLM_MODEL", "MMVERIFY_VLM_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    checkpoint = tmp_path / "vlm"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text('{"model_type": "qwen2_vl"}')
+    (checkpoint / "model.safetensors").write_bytes(b"weights, first version")
+    settings(vlm_model=f"transformers:{checkpoint}")
+    first = judged_key(tmp_path)
+    assert judged_key(tmp_path) == first
+    (checkpoint / "model.safetensors").write_bytes(b"weights, second version")
+    replaced = judged_key(tmp_path)
+    assert replaced != first  # the same path, other weights: rescored
+    import mmverify.models.base as base_module
+
+    with monkeypatch.context() as gpu:  # a machine whose default device is a GPU
+        gpu.setattr(base_module, "pick_device", lambda preferred=None: "cuda")
+        assert judged_key(tmp_path) != replaced  # another device type
+    assert judged_key(tmp_path) == replaced
+    settings(vlm_model="some-vlm", vlm_base_url="http://127.0.0.1:9/v1")
+    remote = judged_key(tmp_path)
+    settings(vlm_model="another-vlm")
+    assert judged_key(tmp_path) != remote  # over HTTP, the model named is what the key holds

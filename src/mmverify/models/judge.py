@@ -20,6 +20,7 @@ Which judge answers which question (its *role*) and how each is configured: :mod
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import threading
 import time
@@ -40,7 +41,7 @@ from .judge_config import (
     DEFAULT_API_KEY_ENV, ENV_PREFIX, LOCAL_PREFIX, NOT_CONFIGURED, ROLES, JudgeConfig, apply_cli_options, check_role,
     config_from_env, judge_identities, offline_from_env, parse_role_spec,
 )  # fmt: skip
-from .judge_endpoint import endpoint_id, is_loopback, process_semaphore
+from .judge_endpoint import credentials_of, endpoint_id, is_loopback, process_semaphore, without_credentials
 from .judge_local import TransformersVLMJudge
 from .judge_retry import RetryPolicy
 from .judge_usage import judge_identity, usage_for
@@ -96,13 +97,17 @@ class OpenAICompatibleJudge:
         cache: JudgeCache | str | Path | None = None,
         offline: bool | None = None,
     ) -> None:
-        if concurrency < 1 or max_retries < 0 or timeout <= 0 or backoff_base < 0 or backoff_max < 0 or retry_after_max < 0:
-            raise ValueError("concurrency >= 1, max_retries >= 0, timeout > 0 and non-negative back-off are required")
+        if concurrency < 1 or max_retries < 0 or not 0 < timeout < math.inf or backoff_base < 0 or backoff_max < 0 or retry_after_max < 0:
+            raise ValueError("concurrency >= 1, max_retries >= 0, a finite timeout > 0 and non-negative back-off are required")
         if not model or not base_url:
             raise ValueError("a judge needs a model name and a base URL")
         self.model = model
         self.model_id = model
         self.base_url = base_url.rstrip("/")
+        self.shown_url = without_credentials(self.base_url)  # what messages show: never user:password@
+        userinfo = credentials_of(self.base_url) or ""
+        password = userinfo.partition(":")[2]  # alone too, as an error may quote it; not a short one
+        self._secrets = [secret for secret in (userinfo, password if len(password) >= 6 else "") if secret]
         self.endpoint = endpoint_id(self.base_url)  # part of every reply's cache key
         self.url = self.base_url + "/chat/completions"
         self.api_key_env = api_key_env
@@ -116,7 +121,7 @@ class OpenAICompatibleJudge:
         self.extra_body = dict(extra_body or {})
         self.cache = as_cache(cache)
         self.offline = offline_from_env() if offline is None else offline
-        self.usage = usage_for(judge_identity(self.model, self.base_url))
+        self.usage = usage_for(judge_identity(self.model, self.shown_url))
         self._encoded = EncodedImages()
         self._clients: dict[int, Any] = {}
         self._clients_lock = threading.Lock()
@@ -125,7 +130,7 @@ class OpenAICompatibleJudge:
         )
 
     def __repr__(self) -> str:
-        return f"OpenAICompatibleJudge(model={self.model!r}, base_url={self.base_url!r})"
+        return f"OpenAICompatibleJudge(model={self.model!r}, base_url={self.shown_url!r})"
 
     # -- request building -------------------------------------------------------------------------
     def params(self, max_tokens: int) -> dict[str, Any]:
@@ -170,11 +175,14 @@ class OpenAICompatibleJudge:
 
     # -- failure handling -------------------------------------------------------------------------
     def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
+        for secret in (self._api_key, *self._secrets):
+            if secret:
+                text = text.replace(secret, "***")
+        return text
 
     def _failed(self, failure: Failure, attempts: int) -> ScoringError:
         self.usage.failure()
-        message = f"{self.model} at {self.base_url}: {failure.detail} (after {attempts} attempt{'s' * (attempts > 1)})"
+        message = f"{self.model} at {self.shown_url}: {failure.detail} (after {attempts} attempt{'s' * (attempts > 1)})"
         return ScoringError(ErrorCode.JUDGE_FAILED, self._redact(message))
 
     def _delay(self, attempt: int, failure: Failure, key: str) -> float:
@@ -183,17 +191,20 @@ class OpenAICompatibleJudge:
     def _check_online(self) -> None:
         if self.offline and not is_loopback(self.base_url):
             raise ModelUnavailable(
-                "vlm", f"offline mode: the reply of {self.model} at {self.base_url} is not in the judge cache"
+                "vlm", f"offline mode: the reply of {self.model} at {self.shown_url} is not in the judge cache"
             )
 
     @staticmethod
-    def _transport_failure(exc: Exception, timeout: float) -> Failure:
+    def _request_failure(exc: Exception, timeout: float) -> Failure:
         import httpx
 
         if isinstance(exc, httpx.TimeoutException):
             return Failure(f"no reply within {timeout:g} s ({type(exc).__name__})", retryable=True)
         if isinstance(exc, httpx.UnsupportedProtocol):  # a base URL without http(s): retrying cannot help
             return Failure(f"unusable base URL: {excerpt(str(exc))}", retryable=False)
+        if isinstance(exc, httpx.TooManyRedirects):  # the endpoint's own configuration: it will redirect again
+            return Failure(f"too many redirects: {excerpt(str(exc))}", retryable=False)
+        # connections refused or reset, and bodies garbled on the way (DecodingError)
         return Failure(f"connection error: {type(exc).__name__}: {excerpt(str(exc))}", retryable=True)
 
     def _cached(self, key: str) -> str | None:
@@ -245,8 +256,8 @@ class OpenAICompatibleJudge:
         def attempt() -> Answer | Failure:
             try:
                 response = client.post(self.url, json=body, headers=self._headers())
-            except httpx.TransportError as exc:
-                return self._transport_failure(exc, self.timeout)
+            except httpx.RequestError as exc:  # transport errors, undecodable bodies, redirect loops
+                return self._request_failure(exc, self.timeout)
             return classify_response(response.status_code, response.headers, response.text)
 
         self.usage.request()
@@ -283,8 +294,8 @@ class OpenAICompatibleJudge:
         async def attempt() -> Answer | Failure:
             try:
                 response = await client.post(self.url, json=body, headers=self._headers())
-            except httpx.TransportError as exc:
-                return self._transport_failure(exc, self.timeout)
+            except httpx.RequestError as exc:  # transport errors, undecodable bodies, redirect loops
+                return self._request_failure(exc, self.timeout)
             return classify_response(response.status_code, response.headers, response.text)
 
         self.usage.request()

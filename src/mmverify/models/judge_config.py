@@ -29,13 +29,14 @@ naming, so none of them can import it back."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, MutableMapping, Sequence
 
 from ..core.registry import UnknownIdError
 from ..core.settings import default_cache_dir, is_true, scoring_settings, setting
-from .judge_endpoint import check_base_url
+from .judge_endpoint import check_base_url, without_credentials
 from .judge_usage import judge_identity
 
 ROLES: tuple[str, ...] = ("default", "spatial", "spatial_relative", "spatial_absolute", "ocr", "ocr_second", "llm")
@@ -65,9 +66,12 @@ def _env_number(environ: Mapping[str, str], name: str, default: float, cast: Cal
     if not raw:
         return default
     try:
-        return cast(raw)
+        value = cast(raw)
     except ValueError:
         raise ValueError(f"{ENV_PREFIX}{name}={raw!r} is not a valid number") from None
+    if not math.isfinite(value):  # "inf" and "nan" parse as floats; no request can wait for them
+        raise ValueError(f"{ENV_PREFIX}{name}={raw!r} is not a finite number")
+    return value
 
 
 @dataclass(frozen=True)
@@ -198,7 +202,7 @@ def judge_identities(roles: Sequence[str], environ: Mapping[str, str] | None = N
     identities: dict[str, str | None] = {}
     for role in roles:
         config = config_from_env(role, environ)
-        identities[role] = None if config is None else f"{config.model}@{config.base_url or 'local'}"
+        identities[role] = None if config is None else f"{config.model}@{without_credentials(config.base_url or 'local')}"
     return identities
 
 
@@ -209,5 +213,5 @@ def usage_identities(environ: Mapping[str, str] | None = None) -> dict[str, str]
     for role in ROLES:
         config = config_from_env(role, environ)
         if config is not None:
-            identities[role] = judge_identity(config.model, config.base_url)
+            identities[role] = judge_identity(config.model, without_credentials(config.base_url) if config.base_url else None)
     return identities

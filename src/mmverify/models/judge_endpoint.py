@@ -67,3 +67,18 @@ def endpoint_id(url: str) -> str:
         host = parts.netloc.rpartition("@")[2].lower()
     netloc = host if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
     return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+
+
+def without_credentials(url: str) -> str:
+    """``url`` as written, less the ``user:password@`` an HTTP client turns into Basic auth: what
+    error messages, usage counters and result keys may show."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, parts.query, parts.fragment))
+
+
+def credentials_of(url: str) -> str | None:
+    """The ``user:password`` part of ``url``, if it has one (to be redacted wherever it could echo)."""
+    netloc = urlsplit(url).netloc
+    return netloc.rpartition("@")[0] or None if "@" in netloc else None

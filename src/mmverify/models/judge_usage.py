@@ -28,7 +28,8 @@ Counts = dict[str, int]
 
 
 def judge_identity(model: str, endpoint: str | None) -> str:
-    """``model@endpoint`` (``model@local`` for an in-process judge), the key of a judge's counters."""
+    """``model@endpoint`` (``model@local`` for an in-process judge), the key of a judge's counters;
+    callers pass the endpoint without its credentials (``judge_endpoint.without_credentials``)."""
     return f"{model}@{endpoint.rstrip('/') if endpoint else 'local'}"
 
 

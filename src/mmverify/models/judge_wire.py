@@ -207,7 +207,9 @@ def reply_from_payload(payload: Any) -> Answer | Failure:
     message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
     content = message.get("content")
     if isinstance(content, list):  # some servers return content parts
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in (None, "text"))
+        content = "".join(
+            p["text"] for p in content if isinstance(p, dict) and p.get("type") in (None, "text") and isinstance(p.get("text"), str)
+        )
     if not isinstance(content, str) or not content.strip():
         # at temperature 0 an empty reply comes back empty again: retrying only costs money
         return Failure(f"empty reply (finish_reason={choice.get('finish_reason')!r})", retryable=False)
@@ -219,7 +221,7 @@ def classify_response(status: int, headers: Mapping[str, str], text: str) -> Ans
     if status == 200:
         try:
             payload = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a body nested past the parser's depth
             # a truncated or garbled body is a transport problem, not the model's answer
             return Failure(f"malformed JSON body: {excerpt(text)}", retryable=True)
         return reply_from_payload(payload)

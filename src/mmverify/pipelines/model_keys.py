@@ -16,7 +16,9 @@ cannot be used when first planned is named by what was asked for (backend and so
 its rows are ``model_unavailable`` errors, and the next run, once it is usable, gives new keys and
 rescores them.  The device type is the one this process resolves; executors whose workers see
 other devices name theirs in the context (see :func:`mmverify.pipelines.score.with_worker_device`).
-Judges are not covered here: judged tasks key their judge configuration themselves.
+Judges reached over HTTP are not covered here: judged tasks key their model and endpoint
+themselves.  A judge run in this process (``transformers:<checkpoint>``) is, as a backend is: by its
+checkpoint's content and the device type it runs on (:meth:`ModelKeys.local_judges`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,18 @@ def backend_identity(capability: str) -> dict[str, Any]:
     except Exception as exc:  # no checkpoint, ...
         return {**identity, "unusable": type(exc).__name__, "asked": _asked(backend)}
     return identity
+
+
+def local_judge_identity(role: str, model: str) -> dict[str, Any]:
+    """A judge role served in this process by checkpoint ``model`` (``transformers:<path>``): its
+    fingerprint -- checkpoint by content, device type -- or, where that cannot be known, what was asked."""
+    from ..models.judge_config import LOCAL_PREFIX
+    from ..models.judge_local import TransformersVLMJudge
+
+    try:
+        return {"judge_role": role, "judge": TransformersVLMJudge(model[len(LOCAL_PREFIX) :]).fingerprint}
+    except Exception as exc:  # no such checkpoint, ...: its rows say why, and a usable one rescores them
+        return {"judge_role": role, "unusable": type(exc).__name__, "asked": model}
 
 
 def _asked(backend: Any) -> str:
@@ -99,3 +113,16 @@ class ModelKeys:
             layout = getattr(task, "layout", None) or ""
             part.append(self._memo(("references", name, layout, settings), lambda: reference_identity(name, layout)))
         return part
+
+    def local_judges(self, task: Any) -> list[Any]:
+        """The identities of ``task``'s judge roles served in this process (none for judges over HTTP,
+        whose model and endpoint the task's own key names)."""
+        from ..models.judge_config import config_from_env
+
+        settings = tuple(sorted(scoring_settings().items()))
+        found = []
+        for role in getattr(task, "roles", ()):
+            config = config_from_env(role)
+            if config is not None and config.is_local:
+                found.append(self._memo(("judge", role, config.model, settings), lambda r=role, m=config.model: local_judge_identity(r, m)))
+        return found

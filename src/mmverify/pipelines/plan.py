@@ -284,6 +284,9 @@ class Planner:
         base = [KEY_SCHEME, task.verifier_id, dict(task.params()), threshold.as_dict() if threshold else None]
         if any(judge_role(need) is None for need in info.needs):  # judges are keyed by the tasks themselves
             base.append(self._model_keys.of(info.needs, task))
+        local_judges = self._model_keys.local_judges(task)  # an in-process judge: by its weights too
+        if local_judges:
+            base.append(local_judges)
         try:
             instance = self._instance(generation, source or info.source_files[0])
             parts, fingerprint = self._resolve_parts(generation)
