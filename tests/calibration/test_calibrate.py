@@ -328,3 +328,16 @@ def test_labels_without_samples_are_refused_where_instructions_have_several(tmp_
     result = runner.invoke(_calibrate_app(), ["calibrate", str(data / "run"), "--labels", str(unsampled), "--out", str(out)])
     assert result.exit_code == 2 and "labelled without a sample have other samples than 0" in _flat(result.output)
     assert not out.exists()
+
+
+def test_a_label_naming_a_lone_surrogate_still_gets_its_report(tmp_path: Path):
+    data = _bundled_example(tmp_path)
+    labels = (data / "labels.csv").read_text().splitlines()
+    jsonl = tmp_path / "labels.jsonl"  # the example's labels, and one whose id no UTF-8 text can hold
+    rows = [dict(zip(labels[0].split(","), line.split(","))) for line in labels[1:]]
+    jsonl.write_text("".join(json.dumps(row) + "\n" for row in rows) + '{"instance_id": "zz\\ud800<b>", "sample": 0, "label": 1}\n')
+    out = tmp_path / "cal"
+    result = runner.invoke(_calibrate_app(), ["calibrate", str(data / "run"), "--labels", str(jsonl), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "zz?&lt;b&gt;" in page and "Where verifier and humans disagree" in page

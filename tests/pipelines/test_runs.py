@@ -99,3 +99,26 @@ def test_lines_that_name_a_prefixed_task_or_an_instruction_file_are_their_rows_l
     loaded = load_run(run)
     assert [loaded.line_of(row)["task"] for row in loaded.rows] == ["task:i_format_border", "i_ocr_chinese"]
     assert loaded.line_of(other) is None  # a task the file does not feed
+
+
+def test_media_are_shown_from_the_manifests_folder_or_the_data_root_only(tmp_path: Path) -> None:
+    import dataclasses
+    import os
+
+    project, private = tmp_path / "project", tmp_path / "private"
+    project.mkdir()
+    private.mkdir()
+    (project / "in.png").write_bytes(b"png")
+    (private / "secret.png").write_bytes(b"png")
+    os.mkfifo(project / "pipe.png")  # reading it would wait for ever
+    parts = [{"type": "image", "path": "in.png"}, {"type": "image", "path": str(private / "secret.png")},
+             {"type": "image", "path": "../private/secret.png"}, {"type": "image", "path": "pipe.png"}]  # fmt: skip
+    (project / "m.jsonl").write_text(json.dumps({"task": "i_format_border", "instance_id": "b/0", "parts": parts}) + "\n")
+    run = _run(tmp_path / "run", [_row("b/0", 1)], {"config": {"manifest": str(project / "m.jsonl")}})
+    loaded = load_run(run)
+    shown = loaded.response_media(loaded.rows[0])
+    assert shown[0].path == project / "in.png" and shown[0].problem is None
+    assert [ref.problem for ref in shown[1:3]] == ["outside the manifest's folder; `mmverify report --media-root DIR` shows media under DIR"] * 2
+    assert shown[3].problem == "not a regular file" and shown[3].path is None
+    widened = dataclasses.replace(loaded, data_root=tmp_path)  # report --media-root
+    assert [ref.path for ref in widened.response_media(loaded.rows[0])[1:3]] == [(private / "secret.png").resolve()] * 2

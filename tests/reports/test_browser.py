@@ -115,3 +115,25 @@ def test_filters_in_the_browser(browser: str, demo_page: Path, tmp_path: Path, f
     shown = re.findall(r'<td class="id">([^<#]+)</td>', dom)
     assert shown == expected
     assert f"{len(expected)} of 10 items" in dom
+
+
+def test_a_forged_summary_cannot_inject_markup_and_the_policy_blocks_any_other_script(browser: str, tmp_path: Path) -> None:
+    import json
+
+    run = write_synthetic_run(tmp_path / "synthetic")
+    summary = json.loads((run / "summary.json").read_text())
+    payload = "<img src=x onerror=\"document.body.setAttribute('data-pwned', '1')\">"
+    summary["overall"]["tasks_scored"] = payload
+    for entry in summary["tasks"].values():
+        entry["n_scored"] = payload
+    (run / "summary.json").write_text(json.dumps(summary))
+    page = write_html_report(run)
+    dom, stderr = dump_dom(browser, page, tmp_path / "profile")
+    attributes = body_attributes(dom)
+    assert 'data-ready="1"' in attributes and "data-pwned" not in attributes, attributes
+    assert "&lt;img src=x onerror=" in dom and not console_errors(stderr)
+    # a script the policy does not name by its hash does not run
+    smuggled = page.with_name("smuggled.html")
+    smuggled.write_text(page.read_text().replace("</body>", "<script>document.body.setAttribute('data-pwned', '2')</script></body>"))
+    dom, _ = dump_dom(browser, smuggled, tmp_path / "profile2")
+    assert "data-pwned" not in body_attributes(dom) and 'data-ready="1"' in body_attributes(dom)

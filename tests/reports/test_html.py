@@ -225,3 +225,15 @@ def test_lone_surrogates_in_the_manifest_do_not_stop_the_page(synthetic_run: Pat
     (root / "run" / "summary.json").write_text(json.dumps(summary))
     text = write_html_report(root / "run").read_text(encoding="utf-8")
     assert items_of(text)[1]["texts"] == ["broken ? text"]
+
+
+def test_the_page_allows_only_its_own_script(page: str) -> None:
+    import base64
+    import hashlib
+
+    policy = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page)
+    assert policy is not None and "default-src 'none'" in policy.group(1)
+    executable = re.findall(r"<script>(.*?)</script>", page, flags=re.S)  # the data blob is application/json
+    assert len(executable) == 1
+    digest = base64.b64encode(hashlib.sha256(executable[0].encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in policy.group(1)

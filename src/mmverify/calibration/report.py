@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..reports.style import content_policy
 from .pairwise import describe_policy
 from .thumbnails import Media, png_data_uri
 
@@ -220,7 +221,7 @@ def render_report(metrics: Mapping[str, Any], arrays: Mapping[str, tuple[np.ndar
     """The whole report as one HTML document."""
     media = media or {}
     return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>mmverify calibration</title>
+<html><head><meta charset="utf-8">{content_policy()}<title>mmverify calibration</title>
 <style>{STYLE}</style>
 </head><body>
 <h1>Calibration report</h1>
@@ -244,5 +245,5 @@ def write_report(
     """Write ``out/report.html`` (self-contained: figures and thumbnails are embedded); returns its path."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "report.html"
-    path.write_text(render_report(metrics, arrays, media), encoding="utf-8")
+    path.write_text(render_report(metrics, arrays, media), encoding="utf-8", errors="replace")  # a lone surrogate in a label
     return path

@@ -62,7 +62,10 @@ def _media_of(generation: Any, base: Path) -> Media:
         if part.type != "image":
             continue
         try:
-            source = part.data if part.data is not None else resolve_media_path(str(part.path), base, None)
+            # from the manifest's folder only: the report may be shared, the manifest may name ~/private.png
+            source = part.data if part.data is not None else resolve_media_path(str(part.path), base, base)
+            if isinstance(source, Path) and not source.is_file():
+                raise ValueError("not a regular file")  # /dev/zero or a FIFO would be read for ever
             media.images.append(thumbnail(source))
         except (MediaError, OSError, ValueError) as exc:
             media.problems.append(f"{part.path or 'inline image'}: {exc}")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -19,6 +20,10 @@ def report_command(
     max_media: int = typer.Option(
         200, "--max-media", min=0, help="With --html: items per task whose media are embedded (lowest and highest "
         "scores first); the rest are listed without media.",
+    ),
+    media_root: Optional[Path] = typer.Option(
+        None, "--media-root", exists=True, file_okay=False, help="With --html: embed media from under this folder "
+        "(default: the run's --data-root, else the manifest's folder; media named elsewhere are listed, not shown).",
     ),
     compare: list[Path] = typer.Option(
         [], "--compare", help="Another run (folder or results file; repeatable) to compare with this one: each "
@@ -61,7 +66,7 @@ def report_command(
         from ..reports import write_html_report, write_leaderboard_csv
 
         try:
-            page = write_html_report(run_dir, max_media=max_media, comparison=comparison)
+            page = write_html_report(run_dir, max_media=max_media, comparison=comparison, media_root=media_root)
             table = write_leaderboard_csv(run_dir)
         except OSError as exc:
             fail(os_problem(exc))

@@ -54,7 +54,7 @@ class LoadedRun:
     manifest: Path | None  # the scored manifest, when the run records one that still exists
     summary: dict[str, Any] = field(default_factory=dict)  # {} when the run has no summary.json
     instructions_dir: Path | None = None
-    data_root: Path | None = None  # a recorded data root keeps confining media paths even when it is gone
+    data_root: Path | None = None  # media are shown from under it (a recorded one, even when gone; else the manifest's folder)
 
     @property
     def run(self) -> Path:
@@ -145,10 +145,19 @@ class LoadedRun:
         path = part.get("path")
         if not isinstance(path, str) or not path or self.base_dir is None:
             return MediaRef(kind, label, problem="manifest not available")
+        # media are shown from the data root the run recorded, else from the manifest's folder: a
+        # report someone shares must not carry a file their manifest named elsewhere (~/private.png)
+        root = self.data_root if self.data_root is not None else self.base_dir
         try:
-            return MediaRef(kind, f"{label}: {path}", path=resolve_media_path(path, self.base_dir, self.data_root))
-        except (PathPolicyError, OSError, ValueError) as exc:
+            resolved = resolve_media_path(path, self.base_dir, root)
+        except PathPolicyError:
+            where = "data root" if self.data_root is not None else "manifest's folder"
+            return MediaRef(kind, f"{label}: {path}", problem=f"outside the {where}; `mmverify report --media-root DIR` shows media under DIR")
+        except (OSError, ValueError) as exc:
             return MediaRef(kind, f"{label}: {path}", problem=str(exc))
+        if resolved.exists() and not resolved.is_file():  # /dev/zero or a FIFO would be read for ever
+            return MediaRef(kind, f"{label}: {path}", problem="not a regular file")
+        return MediaRef(kind, f"{label}: {path}", path=resolved)
 
 
 def results_path(path: Path) -> Path:

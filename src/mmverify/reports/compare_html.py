@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from .compare_table import fmt_interval, fmt_value
 from .figures import ACCENT, BAD, GOOD, INK, MUTED, _f
-from .style import STYLE
+from .style import STYLE, content_policy
 
 SIGNIFICANT_MARK = "*"
 EXTRA_STYLE = """
@@ -161,7 +161,7 @@ def render_compare_html(result: Mapping[str, Any]) -> str:
     runs = " vs ".join(str(r["label"]) for r in result["runs"])
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'{content_policy()}<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>mmverify compare — {_e(runs)}</title><style>{STYLE}{EXTRA_STYLE}</style></head>"
         f"<body><header><h1>mmverify compare — {_e(runs)}</h1>"
         f'<div class="config">{_e(result.get("difference", ""))}</div></header>'

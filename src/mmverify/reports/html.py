@@ -8,6 +8,7 @@ The same run gives the same bytes: keys are sorted and no clock is read.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import math
@@ -22,7 +23,7 @@ from .items import clip_text, item_records
 from .leaderboard import build_leaderboard, leaderboard_html
 from .rundata import RunData, load_run
 from .script import SCRIPT
-from .style import STYLE
+from .style import STYLE, content_policy
 from .usage import usage_html
 
 DEFAULT_MAX_MEDIA = 200
@@ -80,8 +81,8 @@ def header_html(data: RunData, extra_links: Sequence[tuple[str, str]] = ()) -> s
     return (
         f"<header><h1>mmverify report — {_e(data.run.name)}</h1>"
         f'<div class="headline">overall (macro mean over tasks) <strong id="overall">{_fmt(overall.get("mean"))}</strong> · '
-        f'{overall.get("tasks_scored", 0)} of {overall.get("tasks_total", 0)} tasks scored · '
-        f'<span id="n-rows">{len(data.rows)}</span> generations · errors: {summary.get("n_error", 0)}</div>'
+        f'{_e(overall.get("tasks_scored", 0))} of {_e(overall.get("tasks_total", 0))} tasks scored · '
+        f'<span id="n-rows">{len(data.rows)}</span> generations · errors: {_e(summary.get("n_error", 0))}</div>'
         f'<div class="config">{config_line}</div>'
         f'<nav><a href="#overview">Overview</a>{links}'
         '<a href="#leaderboard">Leaderboard</a><a href="#items">Items</a><a href="#errors">Errors</a></nav></header>'
@@ -96,7 +97,7 @@ def _group_cards(summary: Mapping[str, Any]) -> str:
     for group, entry in (summary.get("groups") or {}).items():
         cards.append(
             f'<div class="group-card"><div class="muted">{_e(group)}</div><div class="value">{_fmt(entry.get("mean"))}</div>'
-            f'<div class="muted">{entry.get("tasks_scored", 0)}/{entry.get("tasks_total", 0)} tasks</div></div>'
+            f'<div class="muted">{_e(entry.get("tasks_scored", 0))}/{_e(entry.get("tasks_total", 0))} tasks</div></div>'
         )
     return f'<div class="groups">{"".join(cards)}</div>'
 
@@ -116,8 +117,8 @@ def _task_row(task: str, entry: Mapping[str, Any], scores: Sequence[float]) -> s
         f'<div class="muted">{_e(info.name if info else "")}</div></td>'
         f'<td>{_e(entry.get("group") or "?")}</td><td class="num">{_fmt(entry.get("mean"))}</td>'
         f'<td class="num">{ci_text}<br>{interval_svg(entry.get("mean"), ci)}</td>'
-        f'<td class="num">{_fmt(entry.get("pass_rate"), 2)}</td><td class="num">{entry.get("n", 0)}</td>'
-        f'<td class="num">{entry.get("n_scored", 0)}</td><td class="num">{entry.get("n_error", 0)}</td>'
+        f'<td class="num">{_fmt(entry.get("pass_rate"), 2)}</td><td class="num">{_e(entry.get("n", 0))}</td>'
+        f'<td class="num">{_e(entry.get("n_scored", 0))}</td><td class="num">{_e(entry.get("n_error", 0))}</td>'
         f'<td class="notes">{_notes(entry)}</td><td>{histogram_svg(scores)}</td></tr>'
     )
 
@@ -234,7 +235,7 @@ def render_html(data: RunData, max_media: int = DEFAULT_MAX_MEDIA, comparison: M
     links = [link for link, shown in ((("judges", "Judges"), judges), (("compare", "Comparison"), compared)) if shown]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'{content_policy(SCRIPT)}<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>mmverify report — {_e(data.run.name)}</title><style>{STYLE}{COMPARE_STYLE if compared else ''}</style></head>"
         f"<body>{header_html(data, links)}<main>{overview_html(data, task_order)}{judges}{compared}{leaderboard}"
         f"{items_html(records, media, max_media)}{errors_html(data.rows)}</main>"
@@ -257,14 +258,18 @@ def compare_with(run: Path, others: Sequence[Path], summary: Mapping[str, Any] |
 
 
 def write_html_report(
-    run: Path, out: Path | None = None, max_media: int = DEFAULT_MAX_MEDIA, compare: Sequence[Path] = (), comparison: Mapping[str, Any] | None = None
+    run: Path, out: Path | None = None, max_media: int = DEFAULT_MAX_MEDIA, compare: Sequence[Path] = (),
+    comparison: Mapping[str, Any] | None = None, media_root: Path | None = None,
 ) -> Path:
     """Write the self-contained report of ``run`` to ``out`` (default ``run/report.html``), with the
-    differences to the runs in ``compare`` (or an already computed ``comparison``) when given."""
+    differences to the runs in ``compare`` (or an already computed ``comparison``) when given.
+    Media are embedded from under ``media_root`` (default: the run's data root, else its manifest's folder)."""
     if max_media < 0:
         raise ValueError("max_media must be >= 0")
     path = out if out is not None else run / "report.html"
     data = load_run(run)
+    if media_root is not None:
+        data = dataclasses.replace(data, data_root=media_root)
     if comparison is None and compare:
         comparison = compare_with(run, compare, data.summary)
     text = render_html(data, max_media, comparison)
