@@ -99,6 +99,8 @@ def test_lines_that_name_a_prefixed_task_or_an_instruction_file_are_their_rows_l
     loaded = load_run(run)
     assert [loaded.line_of(row)["task"] for row in loaded.rows] == ["task:i_format_border", "i_ocr_chinese"]
     assert loaded.line_of(other) is None  # a task the file does not feed
+    refused = {**_row("b/0", 1), "task": "task:i_format_border"}  # an error row keeps the task as the line wrote it
+    assert loaded.line_of(refused)["task"] == "task:i_format_border"
 
 
 def test_media_are_shown_from_the_manifests_folder_or_the_data_root_only(tmp_path: Path) -> None:

@@ -475,9 +475,11 @@ def test_path_redactor_rewrites_whole_paths_only_and_never_a_rows_identity():
     said = "no /srv/database, /x/srv/data or /srv/data-old here; see /srv/data. And /srv/instr."
     assert redact(said) == "no /srv/database, /x/srv/data or /srv/data-old here; see <data root>. And <instructions>."
     assert redact("'/srv/data/a.png' and /srv/instr/b/c.json") == "'a.png' and <instructions>/b/c.json"
-    row = {"task": "i_structure", "instance_id": "/srv/data/step3/sample7", "model": "/srv/data", "key": "k",
-           "evidence": {"response": "/srv/data/step3"}}  # fmt: skip
-    assert redact(row) == {**row, "evidence": {"response": "step3"}}  # the client's ids as sent, the rest redacted
+    row = {"status": "scored", "task": "i_structure", "instance_id": "/srv/data/step3/sample7", "model": "/srv/data", "key": "k",
+           "evidence": {"response": "/srv/data/step3", "model": "/srv/instr/ckpt"}}  # fmt: skip
+    expected = {**row, "evidence": {"response": "step3", "model": "<instructions>/ckpt"}}  # the client's ids as sent, the rest redacted
+    assert redact({"results": [row]}) == {"results": [expected]}
+    assert redact("see /srv/data...") == "see <data root>..."
 
 
 def test_oversize_files_are_judged_by_size_without_being_read(tmp_path: Path, monkeypatch):

@@ -23,7 +23,7 @@ def report_command(
     ),
     media_root: Optional[Path] = typer.Option(
         None, "--media-root", exists=True, file_okay=False, help="With --html: embed media from under this folder "
-        "(default: the run's --data-root, else the manifest's folder; media named elsewhere are listed, not shown).",
+        "instead of the run's --data-root (else the manifest's folder); media named elsewhere are listed, not shown.",
     ),
     compare: list[Path] = typer.Option(
         [], "--compare", help="Another run (folder or results file; repeatable) to compare with this one: each "

@@ -21,7 +21,7 @@ def check_base_url(url: str, option: str = "--vlm-base-url") -> None:
     """Refuse a judge URL that no request could use (no ``http``/``https`` scheme, or no host)."""
     parts = urlsplit(url)
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{option} must be an http(s) URL such as http://127.0.0.1:8000/v1, got {url!r}")
+        raise ValueError(f"{option} must be an http(s) URL such as http://127.0.0.1:8000/v1, got {without_credentials(url)!r}")
 
 
 def process_semaphore(endpoint: str, limit: int) -> threading.BoundedSemaphore:

@@ -18,7 +18,7 @@ from ..core.types import Generation, Instance
 from ..data.instructions import InstructionSet
 from ..data.manifest import ManifestError, MediaPaths, is_regular_file, parse_line, path_exists
 from ..tasks.base import DEFAULT_PROFILE, check_profile
-from ..tasks.catalog import CATALOG, SOURCE_FILES, TASK_REGISTRY, judge_role, task_info, tasks_for_source
+from ..tasks.catalog import CATALOG, SOURCE_FILES, TASK_REGISTRY, bare_task_id, judge_role, task_info, tasks_for_source
 from ..tasks.response import ResolvedPart
 from .model_keys import ModelKeys
 from .results import RowIdentity, error_row
@@ -76,11 +76,6 @@ class PlanStats:
         if earlier[1] != entry.key:
             self.shared_names += 1
             self.first_shared = self.first_shared or f"line {line} (as line {earlier[0]})"
-
-
-def _bare(task: str) -> str:
-    """A task id without the ``task:`` prefix a line may give it."""
-    return task[len("task:") :] if task.startswith("task:") else task
 
 
 @dataclass
@@ -231,7 +226,7 @@ class Planner:
     def _routed(self, generation: Generation, refused: bool = False) -> tuple[list[Generation], str | None]:
         """:meth:`_route` under ``--tasks`` (an empty list: filtered out, counted).  Routing errors
         raise, except for a ``refused`` line: its row then names the task as the line wrote it."""
-        named = _bare(generation.task)
+        named = bare_task_id(generation.task)
         if self.tasks is not None and named not in self.tasks and named not in CATALOG and named not in SOURCE_FILES:
             routed: list[Generation] = []
         else:
@@ -242,7 +237,7 @@ class Planner:
                     raise
                 routed, source = [generation], None
             if self.tasks is not None and named not in self.tasks:
-                routed = [g for g in routed if _bare(g.task) in (self._selected or ())]
+                routed = [g for g in routed if bare_task_id(g.task) in (self._selected or ())]
             if routed:
                 return routed, source
         self.stats.skipped_filtered += 1

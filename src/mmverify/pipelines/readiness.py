@@ -69,7 +69,7 @@ def judge_requirement(role: str) -> Requirement:
     import os
 
     from ..models.judge_config import LOCAL_PREFIX, config_from_env
-    from ..models.judge_endpoint import check_base_url, is_loopback
+    from ..models.judge_endpoint import check_base_url, is_loopback, without_credentials
     from ..models.judge_local import TransformersVLMJudge
 
     what = f"judge ({role})"
@@ -89,7 +89,7 @@ def judge_requirement(role: str) -> Requirement:
         notes.append("offline: cached replies only")
     if not os.environ.get(config.api_key_env):
         notes.append(f"no key: {config.api_key_env} is not set")
-    return Requirement(what, True, f"{config.model} at {config.base_url}" + (f" ({'; '.join(notes)})" if notes else ""))
+    return Requirement(what, True, f"{config.model} at {without_credentials(config.base_url)}" + (f" ({'; '.join(notes)})" if notes else ""))
 
 
 def reference_requirement(name: str) -> Requirement:

@@ -32,7 +32,7 @@ from ..core.hashing import digest_of
 from ..core.media import DEFAULT_LIMITS, MediaLimits
 from ..core.registry import UnknownIdError
 from ..data.instructions import InstructionSet
-from ..tasks.catalog import task_info
+from ..tasks.catalog import bare_task_id, task_info
 from .deadlines import deadline
 from .batch import DEFAULT_IN_FLIGHT, score_together
 from .context import JudgeOptions, ScoringContext, holding, offer
@@ -78,10 +78,7 @@ def _task_id(task: Any) -> str | None:
     """The catalog id a manifest's ``task`` value names as the planner reads it (None: no string)."""
     if not isinstance(task, str):
         return None
-    task = task.strip()
-    return task.split(":", 1)[1] if task.startswith("task:") else task
-
-
+    return bare_task_id(task.strip())
 
 
 @dataclass
@@ -212,7 +209,7 @@ class Reward:
             except RecursionError:
                 raise ValueError("the instance annotation is nested too deeply") from None
         if instance_id is None:
-            instance_id = _content_id(task, instance)
+            instance_id = _content_id(bare_task_id(task), instance)
         line: dict[str, Any] = {"task": task, "instance_id": instance_id, "instance": instance, "sample": sample}
         if model is not None:
             line["model"] = model
@@ -227,7 +224,7 @@ class Reward:
             return self.item(instance, parts, task=task, **options)
         except Exception as exc:
             named = task or self.fixed_task
-            context = {"task": named, "instance_id": options.get("instance_id") or _content_id(named, instance)} if isinstance(named, str) else None
+            context = {"task": named, "instance_id": options.get("instance_id") or _content_id(bare_task_id(named), instance)} if isinstance(named, str) else None
             return Refused(ErrorCode.MALFORMED_LINE, f"cannot build this item: {describe_exception(exc)}", context)
 
     # -- scoring ------------------------------------------------------------------------------------

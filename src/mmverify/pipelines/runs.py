@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..data.instructions import InstructionSet
-from ..tasks.catalog import CATALOG
+from ..tasks.catalog import CATALOG, bare_task_id
 from ..data.manifest import PathPolicyError, iter_manifest_lines, manifest_base_dir, resolve_media_path
 from .outdir import LATEST_FILE, known_manifests, manifest_fingerprint
 from .results import ResultsFile, latest_rows
@@ -230,8 +230,8 @@ def _names_task(named: Any, task: Any) -> bool:
     name) is how the line came to be scored by ``task``."""
     if not isinstance(named, str) or not isinstance(task, str):
         return named == task
-    bare = named[len("task:") :] if named.startswith("task:") else named
-    return bare == task or (task in CATALOG and bare in CATALOG[task].source_files)
+    named, task = bare_task_id(named), bare_task_id(task)  # an error row keeps the task as the line wrote it
+    return named == task or (task in CATALOG and named in CATALOG[task].source_files)
 
 
 def _line_identity(value: Mapping[str, Any], number: int) -> dict[str, Any]:

@@ -48,16 +48,17 @@ def setup_logging() -> None:
 
 
 # A folder is found only as a whole path: not preceded by a character of a path, and followed by
-# a separator (a path under it) or by nothing that continues a name ("." ends a sentence, ".d" not).
+# a separator (a path under it) or by nothing that continues a name ("." or "..." ends a sentence, ".d" not).
 _BEFORE = r"(?<![\w.~/-])"
-_AFTER = r"(?:(?P<sep>/)|(?![\w~-]|\.[\w.~-]))"
+_AFTER = r"(?:(?P<sep>/)|(?![\w~-]|\.[\w~-]))"
 
 
 class PathRedactor:
     """Rewrites the server's own folders in client-visible text: paths under the data root become
     relative to it, other mentions of a folder become a placeholder.  A folder is matched as a
     whole path only (``/data`` is not rewritten inside ``/database`` or ``/x/data``), and the
-    fields that identify a row -- the client's own values -- are never rewritten."""
+    fields that identify a result row -- the client's own values -- are never rewritten (the same
+    names deeper inside, in evidence say, are)."""
 
     IDENTITY = frozenset({"task", "instance_id", "model", "key"})
 
@@ -96,7 +97,8 @@ class PathRedactor:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {key: item if key in self.IDENTITY else self(item) for key, item in value.items()}
+            row = "status" in value and "instance_id" in value  # a result row: its identity is the client's
+            return {key: item if row and key in self.IDENTITY else self(item) for key, item in value.items()}
         if isinstance(value, list):
             return [self(item) for item in value]
         return value

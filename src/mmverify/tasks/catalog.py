@@ -263,9 +263,14 @@ for _info in TASKS:
 SOURCE_FILES: frozenset[str] = frozenset(source for info in TASKS for source in info.source_files)
 
 
+def bare_task_id(task: str) -> str:
+    """A task id without the ``task:`` prefix a manifest line may give it."""
+    return task[len("task:") :] if task.startswith("task:") else task
+
+
 def task_info(task_id: str) -> TaskInfo:
     """Catalog entry for ``task_id`` (bare or ``task:``-prefixed); did-you-mean on unknown ids."""
-    key = task_id.split(":", 1)[1] if task_id.startswith("task:") else task_id
+    key = bare_task_id(task_id)
     if key not in CATALOG:
         from ..core.registry import UnknownIdError
 

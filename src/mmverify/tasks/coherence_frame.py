@@ -175,6 +175,65 @@ def format_regex(instance: Instance, fmt: Any) -> re.Pattern[str]:
         raise invalid(instance, f"format {pattern!r} is not a regular expression: {exc}") from None
 
 
+EXPRESSION_SEARCHED = 10_000  # characters searched with a format that is not plain text around its group
+
+
+def _split_format(pattern: str) -> tuple[str, bool, str]:
+    """A format's text before its group, whether the group is lazy, and the text after it."""
+    position = 0
+    while pattern[position] != "(":  # format_regex admitted it: one group, literals around it
+        position += 2 if pattern[position] == "\\" else 1
+    end = pattern.index(")", position)
+    return pattern[:position], pattern[position:end].endswith("?"), pattern[end + 1 :]
+
+
+def _plain(fragment: str) -> str | None:
+    """The text ``fragment`` matches when it is plain text (punctuation may be escaped); None when it
+    holds an anchor, a brace, a class escape (``\\d``) or a line break."""
+    text, position = [], 0
+    while position < len(fragment):
+        char = fragment[position]
+        if char == "\\":
+            escaped = fragment[position + 1 : position + 2]
+            if not escaped or escaped.isalnum() or escaped == "_":
+                return None
+            text.append(escaped)
+            position += 2
+            continue
+        if char in "^${}":
+            return None
+        text.append(char)
+        position += 1
+    found = "".join(text)
+    return None if "\n" in found else found
+
+
+def written_in_format(pattern: re.Pattern[str], text: str) -> str | None:
+    """What ``pattern.search(text)`` captures, for a format :func:`format_regex` admitted.  Plain
+    text around the group is found in linear time over the first :data:`MAX_SEARCHED_TEXT`
+    characters: the expression is tried from every place its opening text occurs, each try running
+    to the end of the line (quadratic, in native code no deadline stops).  Other formats are left to
+    the expression, over the first :data:`EXPRESSION_SEARCHED` characters."""
+    before, lazy, after = _split_format(pattern.pattern)
+    prefix, suffix = _plain(before), _plain(after)
+    if prefix is None or suffix is None:
+        match = pattern.search(text[:EXPRESSION_SEARCHED])
+        return match.group(1) if match else None
+    text = text[:MAX_SEARCHED_TEXT]
+    position = 0
+    while (opened := text.find(prefix, position)) >= 0:
+        start = opened + len(prefix)
+        line_end = text.find("\n", start)
+        line_end = len(text) if line_end < 0 else line_end
+        closed = text.find(suffix, start, line_end) if lazy else text.rfind(suffix, start, line_end)
+        if closed >= 0:
+            return text[start:closed]
+        if line_end == len(text):
+            return None
+        position = line_end + 1  # no later opening on this line closes before its end either
+    return None
+
+
 # -- the task frame --------------------------------------------------------------------------------
 class CoherenceSession(JudgeSession):
     """A judge session that can also ask questions built elsewhere, with or without the image."""

@@ -51,7 +51,7 @@ def test_titles_are_what_ifeval_finds(seed):
 
 
 def test_long_runs_are_read_once():
-    assert build_checker("detectable_content:number_placeholders", {"num_placeholders": 1}).check("[" * 200_000 + "]")
+    assert not build_checker("detectable_content:number_placeholders", {"num_placeholders": 1}).check("[" * 200_000)
     assert not build_checker("detectable_content:postscript", {"postscript_marker": "P.S."}).check(" " * 200_000 + "x")
     assert build_checker("detectable_format:number_bullet_lists", {"num_bullets": 1}).check("\n" * 200_000 + "* one")
     assert titles("<" * 200_000) == [] and titles("<" * 10 + "a>>") == ["<" * 10 + "a>>"]
