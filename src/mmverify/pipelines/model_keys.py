@@ -116,13 +116,16 @@ class ModelKeys:
 
     def local_judges(self, task: Any) -> list[Any]:
         """The identities of ``task``'s judge roles served in this process (none for judges over HTTP,
-        whose model and endpoint the task's own key names)."""
+        whose model and endpoint the task's own key names); worked out once per roles and settings."""
         from ..models.judge_config import config_from_env
 
+        roles = tuple(getattr(task, "roles", ()))
+        if not roles:
+            return []
         settings = tuple(sorted(scoring_settings().items()))
-        found = []
-        for role in getattr(task, "roles", ()):
-            config = config_from_env(role)
-            if config is not None and config.is_local:
-                found.append(self._memo(("judge", role, config.model, settings), lambda r=role, m=config.model: local_judge_identity(r, m)))
-        return found
+
+        def identities() -> list[Any]:
+            configs = [(role, config_from_env(role)) for role in roles]
+            return [local_judge_identity(role, config.model) for role, config in configs if config is not None and config.is_local]
+
+        return self._memo(("judges", roles, settings), identities)
