@@ -12,8 +12,10 @@ clips per second:
   (crop, pad, features, model, normalisation; no cache) with each front end and precision; for the
   torch front end also with the earlier copies (blocking copies from pageable memory, each batch
   finished before the next starts: what staging through pinned memory replaced), and on CUDA
-  whether queuing one batch makes the host wait for the device, and ``embed_audio`` with the model
-  replayed from a CUDA graph (an experiment: ``benchmarks/cuda_graphs.py``).
+  whether queuing one batch makes the host wait for the device, the host's and the device's time
+  for one batch (the device's with the host's queuing hidden behind a sleeping kernel, front end
+  and model apart), and ``embed_audio`` with the model replayed from a CUDA graph (an experiment:
+  ``benchmarks/cuda_graphs.py``).
 
 On the CPU the model rows are skipped unless ``--model`` is given (a forward pass of the full-size
 model takes about 0.2 s per clip there).  Timings are the best of ``--repeats`` runs; the rows
@@ -152,6 +154,40 @@ def queue_ms(clap: HFClap, clips: list[np.ndarray], repeats: int) -> str:
     return f"{1000 * min(times[1:]):.1f} ms (best of {repeats})"
 
 
+SLEEP_CYCLES = 1_000_000_000  # about half a second at a GPU's 2 GHz: longer than the host takes to queue a batch
+
+
+def device_ms(clap: HFClap, clips: list[np.ndarray], repeats: int) -> str:
+    """The device's own time for one batch of ``embed_audio``, front end (with the copy of the
+    samples) and model apart (CUDA only).  The batch is queued behind a kernel that sleeps longer
+    than the host takes to queue it, so the device runs its work back to back; the row says so,
+    or that the host was slower than the sleep (the times then include waits for the host)."""
+    import torch
+
+    prepared, _ = clap.prepare(clips, "zero", fill=False)
+    is_longer = torch.zeros((len(clips), 1), dtype=torch.bool, device=clap.device)
+    front, model, hidden = [], [], True
+    for _ in range(repeats + 1):  # the first one warms up
+        slept, start, featured, done = (torch.cuda.Event(enable_timing=True) for _ in range(4))
+        torch.cuda.synchronize()
+        slept.record()
+        torch.cuda._sleep(SLEEP_CYCLES)
+        start.record()
+        queued = time.perf_counter()
+        with torch.inference_mode():
+            features = clap.feature_batch(prepared, "zero")
+            featured.record()
+            clap._model.get_audio_features(input_features=features, is_longer=is_longer)
+        done.record()
+        queued = time.perf_counter() - queued
+        torch.cuda.synchronize()
+        front.append(start.elapsed_time(featured))
+        model.append(featured.elapsed_time(done))
+        hidden = hidden and 1000 * queued < slept.elapsed_time(start)
+    note = "the host queued it within the sleep" if hidden else "NOT hidden: the host took longer than the sleep"
+    return f"front end {min(front[1:]):.1f} ms, model {min(model[1:]):.1f} ms ({note})"
+
+
 def graphed_rate(source: str, clips: list[np.ndarray], device: str, batch: int, precision: str, repeats: int) -> Rate | str:
     """``embed_audio`` with the model replayed from CUDA graphs, or why capturing failed."""
     try:
@@ -201,6 +237,7 @@ def model_rates(
                 if device.startswith("cuda"):
                     yield f"queuing a batch of {batch} waits for the device ({precision})", launch_waits(end_to_end, clips[:batch])
                     yield f"host time to queue a batch of {batch} ({precision})", queue_ms(end_to_end, clips[:batch], repeats)
+                    yield f"device time of a batch of {batch} ({precision})", device_ms(end_to_end, clips[:batch], repeats)
                     yield f"embed_audio, torch, {precision}, CUDA graph", graphed_rate(source, subset, device, batch, precision, repeats)
 
 

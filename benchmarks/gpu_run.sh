@@ -9,6 +9,9 @@
 #                                        # Whisper on 512 of the 2,048 items: a large-v3 encoder costs ~2 TFLOP a clip
 #   bash benchmarks/gpu_run.sh score     # CLAP with media decoded in 8 processes (Reward, `score --workers 1`),
 #                                        # then through `mmverify score --workers 2` and `--workers 4`
+#   bash benchmarks/gpu_run.sh workers   # CLAP at scale: embed_audio over 2,048 clips with the device's own time per
+#                                        # batch, then `mmverify score --workers 4` and `--workers 2` sharing the GPU,
+#                                        # with their rates once rows flow (worker start-up left out)
 #   bash benchmarks/gpu_run.sh all       # one call of under 10 minutes (a 15-minute device lease): the CLAP
 #                                        # figures first, then Whisper, DreamSim, speaker/gender, on smaller
 #                                        # workloads, and last where items scored together lose time
@@ -20,8 +23,10 @@
 # DEVICE (cuda) and QUICK=1 (tiny workloads: a check of this script on any machine) can be set.
 set -u
 cd "$(dirname "$0")/.."
-part=${1:?"which part: clap, models, scoring, score, all or profile"}
-case $part in clap | models | scoring | score | all | profile) ;; *) echo "unknown part: $part (clap, models, scoring, score, all or profile)" >&2; exit 2 ;; esac
+part=${1:?"which part: clap, models, scoring, score, workers, all or profile"}
+case $part in clap | models | scoring | score | workers | all | profile) ;;
+  *) echo "unknown part: $part (clap, models, scoring, score, workers, all or profile)" >&2; exit 2 ;;
+esac
 out=${OUT:-/tmp/gpu-out}
 python=${PYTHON:-python3}
 device=${DEVICE:-cuda}
@@ -121,6 +126,11 @@ if [ "$quick" = 1 ]; then
       run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 \
         --tasks clap --workers 2 --workers-only "${size[@]}"
       mv "$out/batched_scoring.log" "$out/score_workers_2.log" ;;
+    workers)
+      run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 --model "${size[@]}"
+      run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 2 --check 2 \
+        --tasks clap --workers 2 --workers-only "${size[@]}"
+      mv "$out/batched_scoring.log" "$out/score_workers_2.log" ;;
     all)
       run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 "${size[@]}"
       run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 \
@@ -161,6 +171,13 @@ case $part in
     for workers in 2 4; do
       run batched_scoring 150 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
         --baseline-items 128 --repeats 1 --tasks clap --workers "$workers" --workers-only
+      mv "$out/batched_scoring.log" "$out/score_workers_$workers.log"
+    done ;;
+  workers)  # the caps add up to 400 s: with set-up, one call of a 15-minute lease's last eight minutes
+    run clap_frontend 110 --device "$device" --clips 2048 --batch-sizes 128 --numpy-clips 16 --repeats 1
+    for workers in 4 2; do  # one model copy per worker on the GPU, one interpreter lock each for the items' work
+      run batched_scoring 145 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
+        --baseline-items 32 --repeats 1 --tasks clap --workers "$workers" --workers-only
       mv "$out/batched_scoring.log" "$out/score_workers_$workers.log"
     done ;;
   all)  # in order of importance; the caps add up to 580 s (the call without device_contention took 434 s on an H100)

@@ -147,6 +147,7 @@ class BatchRound:
             self._join(1)
         previous = current_round()
         _LOCAL.round = self
+        _LOCAL.left_queued = False  # a thread that scores one item after another starts each afresh
         try:
             yield
         finally:

@@ -1,6 +1,6 @@
 """Score many items together so that their model calls share batches.
 
-Up to ``in_flight`` items are scored at once, each in its own thread: decoding, resampling and
+Up to ``in_flight`` items are scored at once, each in an item thread: decoding, resampling and
 cutting segments run there, and every model forward an item asks for goes to one
 :class:`~mmverify.models.batching.BatchRound`, whose device thread merges the requests of all
 items per backend into fixed-shape batches.  A row is therefore the same bytes as when its item is
@@ -24,6 +24,7 @@ What stays as it was:
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections import deque
 from typing import Any, Callable, Iterable, Iterator
@@ -62,7 +63,7 @@ def _score_member(
     batch_round: BatchRound, item: WorkItem, timeout: float | None, decoder: Decoder, slot: _Slot, free: threading.Semaphore
 ) -> None:
     try:
-        with batch_round.member(reserved=True):  # counted by score_together as it started this thread
+        with batch_round.member(reserved=True):  # counted by score_together as it handed the item over
             slot.row = _within(item, timeout, decoder)
         if slot.row is None and left_a_queue():  # only late for others' batches: alone, in this thread
             slot.row = _within(item, timeout, decoder)
@@ -73,6 +74,53 @@ def _score_member(
     finally:
         slot.done.set()
         free.release()
+
+
+class _ItemThreads:
+    """At most ``size`` threads that score the items handed to them, started as items arrive and
+    kept for the next ones: starting a thread makes the starting thread wait until the new one runs,
+    and among busy item threads that wait for the interpreter lock slowed every item's start."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._started = 0
+        self._idle = 0
+        self._lock = threading.Lock()
+        self._work: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = queue.SimpleQueue()
+
+    def submit(self, job: Callable[..., None], *args: Any) -> None:
+        """Run ``job(*args)`` in an item thread; ``job`` must not raise (each item leaves its row)."""
+        with self._lock:
+            start = self._idle <= 0 and self._started < self._size
+            if start:
+                self._started += 1
+            else:
+                self._idle -= 1  # the job is taken by a waiting thread, or queued for the next one free
+        if start:
+            try:
+                threading.Thread(target=self._serve, args=((job, args),), name="mmverify-item", daemon=True).start()
+            except BaseException:
+                with self._lock:
+                    self._started -= 1
+                raise
+        else:
+            self._work.put((job, args))
+
+    def _serve(self, first: tuple[Callable[..., None], tuple[Any, ...]]) -> None:
+        task: tuple[Callable[..., None], tuple[Any, ...]] | None = first
+        while task is not None:
+            job, args = task
+            job(*args)
+            with self._lock:
+                self._idle += 1
+            task = self._work.get()
+
+    def close(self) -> None:
+        """Let every thread end once it is done with its item (a thread still busy ends later)."""
+        with self._lock:
+            started = self._started
+        for _ in range(started):
+            self._work.put(None)
 
 
 def _finished_head(slots: deque[_Slot]) -> Iterator[Row]:
@@ -104,6 +152,7 @@ def score_together(
     if in_flight < 1:
         raise ValueError("in_flight must be >= 1")
     batch_round = BatchRound()
+    threads = _ItemThreads(in_flight)
     slots: deque[_Slot] = deque()
     free = threading.Semaphore(in_flight)
     try:
@@ -125,9 +174,7 @@ def score_together(
                 slots.append(slot)
                 batch_round.reserve()  # a member from now: no partial batch runs before its thread joins
                 try:
-                    threading.Thread(
-                        target=_score_member, args=(batch_round, entry, timeout, decoder, slot, free), name="mmverify-item", daemon=True
-                    ).start()
+                    threads.submit(_score_member, batch_round, entry, timeout, decoder, slot, free)
                 except BaseException:
                     batch_round.unreserve()
                     raise
@@ -135,4 +182,5 @@ def score_together(
         batch_round.starting(False)
         yield from _all(slots)
     finally:
+        threads.close()
         batch_round.close()
