@@ -14,7 +14,9 @@ clips per second:
   finished before the next starts: what staging through pinned memory replaced), and on CUDA
   whether queuing one batch makes the host wait for the device, the host's and the device's time
   for one batch (the device's with the host's queuing hidden behind a sleeping kernel, front end
-  and model apart), and ``embed_audio`` with the model replayed from a CUDA graph (an experiment:
+  and model apart), the CUDA runtime calls that took the host the longest in one ``embed_audio``
+  call (torch's profiler: a call that waits for the device shows there) beside how busy the device
+  was, and ``embed_audio`` with the model replayed from a CUDA graph (an experiment:
   ``benchmarks/cuda_graphs.py``).
 
 On the CPU the model rows are skipped unless ``--model`` is given (a forward pass of the full-size
@@ -188,6 +190,26 @@ def device_ms(clap: HFClap, clips: list[np.ndarray], repeats: int) -> str:
     return f"front end {min(front[1:]):.1f} ms, model {min(model[1:]):.1f} ms ({note})"
 
 
+def runtime_calls(clap: HFClap, clips: list[np.ndarray], top: int = 6) -> str:
+    """Where the host waits in ``embed_audio`` (CUDA only): the CUDA runtime calls that took the
+    most host time over one bulk call, from torch's profiler, and how busy the device was."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    clap.embed_audio(clips)  # warm: allocator pools, FFT plans
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
+        started = time.perf_counter()
+        clap.embed_audio(clips)
+        torch.cuda.synchronize()
+        wall_ms = 1000 * (time.perf_counter() - started)
+    averages = trace.key_averages()
+    calls = sorted((e for e in averages if e.key.startswith("cuda")), key=lambda e: e.cpu_time_total, reverse=True)
+    busy_ms = sum(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) for e in averages) / 1000
+    listed = ", ".join(f"{e.key} {e.count}x {e.cpu_time_total / 1000:.1f} ms" for e in calls[:top])
+    return f"{wall_ms:.0f} ms for {len(clips)} clips, device busy {busy_ms:.0f} ms; {listed}"
+
+
 def graphed_rate(source: str, clips: list[np.ndarray], device: str, batch: int, precision: str, repeats: int) -> Rate | str:
     """``embed_audio`` with the model replayed from CUDA graphs, or why capturing failed."""
     try:
@@ -238,6 +260,7 @@ def model_rates(
                     yield f"queuing a batch of {batch} waits for the device ({precision})", launch_waits(end_to_end, clips[:batch])
                     yield f"host time to queue a batch of {batch} ({precision})", queue_ms(end_to_end, clips[:batch], repeats)
                     yield f"device time of a batch of {batch} ({precision})", device_ms(end_to_end, clips[:batch], repeats)
+                    yield f"CUDA runtime calls of embed_audio ({precision})", runtime_calls(end_to_end, clips[: 4 * batch])
                     yield f"embed_audio, torch, {precision}, CUDA graph", graphed_rate(source, subset, device, batch, precision, repeats)
 
 
