@@ -163,7 +163,8 @@ def device_ms(clap: HFClap, clips: list[np.ndarray], repeats: int) -> str:
     """The device's own time for one batch of ``embed_audio``, front end (with the copy of the
     samples) and model apart (CUDA only).  The batch is queued behind a kernel that sleeps longer
     than the host takes to queue it, so the device runs its work back to back; the row says so,
-    or that the host was slower than the sleep (the times then include waits for the host)."""
+    or that the host was slower than the sleep (the times then include waits for the host).  The
+    model's time is its forward; pooling and the copy back are left out."""
     import torch
 
     prepared, _ = clap.prepare(clips, "zero", fill=False)
@@ -183,9 +184,10 @@ def device_ms(clap: HFClap, clips: list[np.ndarray], repeats: int) -> str:
         done.record()
         queued = time.perf_counter() - queued
         torch.cuda.synchronize()
+        if front:  # the first one warms up
+            hidden = hidden and 1000 * queued < slept.elapsed_time(start)
         front.append(start.elapsed_time(featured))
         model.append(featured.elapsed_time(done))
-        hidden = hidden and 1000 * queued < slept.elapsed_time(start)
     note = "the host queued it within the sleep" if hidden else "NOT hidden: the host took longer than the sleep"
     return f"front end {min(front[1:]):.1f} ms, model {min(model[1:]):.1f} ms ({note})"
 
@@ -194,6 +196,7 @@ def runtime_calls(clap: HFClap, clips: list[np.ndarray], top: int = 6) -> str:
     """Where the host waits in ``embed_audio`` (CUDA only): the CUDA runtime calls that took the
     most host time over one bulk call, from torch's profiler, and how busy the device was."""
     import torch
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     clap.embed_audio(clips)  # warm: allocator pools, FFT plans
@@ -204,8 +207,12 @@ def runtime_calls(clap: HFClap, clips: list[np.ndarray], top: int = 6) -> str:
         torch.cuda.synchronize()
         wall_ms = 1000 * (time.perf_counter() - started)
     averages = trace.key_averages()
-    calls = sorted((e for e in averages if e.key.startswith("cuda")), key=lambda e: e.cpu_time_total, reverse=True)
-    busy_ms = sum(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) for e in averages) / 1000
+    on_host = [e for e in averages if e.device_type == DeviceType.CPU]
+    calls = sorted((e for e in on_host if e.key.startswith("cu")), key=lambda e: e.cpu_time_total, reverse=True)  # cuda*, cu*
+    # kernels and copies are events of their own on the device (host operations also count their
+    # kernels' time, so only these are summed); one stream, so they do not overlap
+    on_device = [e for e in averages if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)]
+    busy_ms = sum(e.self_device_time_total for e in on_device) / 1000
     listed = ", ".join(f"{e.key} {e.count}x {e.cpu_time_total / 1000:.1f} ms" for e in calls[:top])
     return f"{wall_ms:.0f} ms for {len(clips)} clips, device busy {busy_ms:.0f} ms; {listed}"
 

@@ -88,10 +88,45 @@ def test_a_job_goes_to_a_thread_that_is_free_and_waits_when_none_is():
         assert not thread.is_alive()  # close() lets idle threads end
 
 
+def test_a_job_that_raises_is_reported_and_its_thread_takes_the_next_job(monkeypatch: pytest.MonkeyPatch):
+    reported: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: reported.append(args.exc_value))
+    threads, done = _ItemThreads(1), threading.Event()
+
+    def broken() -> None:
+        raise RuntimeError("a job that breaks its contract")
+
+    try:
+        threads.submit(broken)
+        threads.submit(done.set)  # the one thread must still be there for it
+        assert done.wait(WAIT_S)
+    finally:
+        threads.close()
+    assert [type(exc) for exc in reported] == [RuntimeError]
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise ValueError("no text")
+
+
+def test_an_item_whose_exception_cannot_be_printed_still_gets_its_error_row(registered, monkeypatch: pytest.MonkeyPatch):
+    def fails(item: WorkItem, decoder: Any = None) -> dict[str, Any]:
+        raise _Unprintable()
+
+    rows = list(score_together([_item(0)], _alone, in_flight=2))  # warms the task up
+    monkeypatch.setattr("mmverify.pipelines.batch.score_item", fails)
+    rows = list(score_together([_item(1), _item(2)], _alone, in_flight=2))
+    assert [row["status"] for row in rows] == ["error", "error"]
+    assert all(row["error"]["code"] == "internal_error" and "_Unprintable" in row["error"]["message"] for row in rows)
+
+
 def test_a_round_member_starts_without_the_left_queue_mark_of_the_thread_s_last_item():
     batching._LOCAL.left_queued = True  # as an earlier item that gave up a queued request left it
+    batch_round = BatchRound()
     try:
-        with BatchRound().member():
+        with batch_round.member():
             assert not left_a_queue()
     finally:
         batching._LOCAL.left_queued = False
+        batch_round.close()

@@ -25,6 +25,7 @@ What stays as it was:
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 from collections import deque
 from typing import Any, Callable, Iterable, Iterator
@@ -70,10 +71,18 @@ def _score_member(
         if slot.row is None:
             slot.row = timeout_row(item, timeout)
     except BaseException as exc:  # noqa: BLE001  (a thread must leave a row, whatever happened)
-        slot.row = error_row(item, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        slot.row = error_row(item, ErrorCode.INTERNAL, _described(exc))
     finally:
         slot.done.set()
         free.release()
+
+
+def _described(exc: BaseException) -> str:
+    """``Type: message``, or the type alone when the exception cannot say what it is."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001  (a __str__ that raises must not cost the item its row)
+        return type(exc).__name__
 
 
 class _ItemThreads:
@@ -89,7 +98,8 @@ class _ItemThreads:
         self._work: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = queue.SimpleQueue()
 
     def submit(self, job: Callable[..., None], *args: Any) -> None:
-        """Run ``job(*args)`` in an item thread; ``job`` must not raise (each item leaves its row)."""
+        """Run ``job(*args)`` in an item thread.  ``job`` should not raise (each item leaves its row);
+        if it does, the exception goes to ``threading.excepthook`` and the thread takes the next job."""
         with self._lock:
             start = self._idle <= 0 and self._started < self._size
             if start:
@@ -110,7 +120,10 @@ class _ItemThreads:
         task: tuple[Callable[..., None], tuple[Any, ...]] | None = first
         while task is not None:
             job, args = task
-            job(*args)
+            try:
+                job(*args)
+            except BaseException:  # noqa: BLE001  (reported; the thread serves on, or queued jobs would wait for ever)
+                threading.excepthook(threading.ExceptHookArgs((*sys.exc_info(), threading.current_thread())))
             with self._lock:
                 self._idle += 1
             task = self._work.get()
