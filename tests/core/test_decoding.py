@@ -16,6 +16,7 @@ import pytest
 import soundfile as sf
 from PIL import Image
 
+from mmverify.core import decoding
 from mmverify.core.decoding import INLINE, DecodePool
 from mmverify.core.media import MediaError, MediaLimits, MediaReason
 from mmverify.pipelines.deadlines import deadline
@@ -105,6 +106,42 @@ def test_paths_and_limits_give_the_same_results_and_messages(pool, tmp_path, mon
     assert reasons == {MediaReason.TOO_LARGE, MediaReason.MISSING}  # the cases above do reach the errors
 
 
+def _within_a_minute(decode, *args) -> tuple:
+    """``_outcome`` of a decode that must not block (a hang fails the test instead of stalling it)."""
+    done: list = []
+    thread = threading.Thread(target=lambda: done.append(_outcome(decode, *args)), daemon=True)
+    thread.start()
+    thread.join(60)
+    assert done, f"decoding {args} blocked"
+    return done[0]
+
+
+def test_what_is_not_a_readable_regular_file_is_missing_media_in_either_place(pool, tmp_path):
+    fifo = tmp_path / "pipe.wav"
+    os.mkfifo(fifo)  # nobody writes it: reading it as a file would wait for ever
+    (tmp_path / "clip.wav").write_bytes(AUDIO["wav 44.1 kHz"])
+    sources = [fifo, "/dev/zero", tmp_path / "clip.wav" / "inside.wav", tmp_path / ("x" * 300 + ".wav"), f"{tmp_path}/nul\0.wav", tmp_path]
+    for source in sources:
+        here, there = _within_a_minute(INLINE.audio, source), _within_a_minute(pool.audio, source)
+        assert here == there and here[:2] == ("MediaError", MediaReason.MISSING), (source, here, there)
+    assert "not a regular file" in _outcome(INLINE.audio, fifo)[2]
+
+
+def test_a_worker_whose_own_folder_was_removed_still_decodes_in_the_caller_s(tmp_path, monkeypatch):
+    (tmp_path / "first").mkdir()
+    (tmp_path / "first" / "clip.wav").write_bytes(AUDIO["wav 44.1 kHz"])
+    (tmp_path / "second").mkdir()
+    (tmp_path / "second" / "clip.wav").write_bytes(AUDIO["flac 16 kHz"])
+    with DecodePool(1) as solo:
+        monkeypatch.chdir(tmp_path / "first")
+        assert _outcome(solo.audio, "clip.wav") == _outcome(INLINE.audio, "clip.wav")  # the worker is in "first" now
+        monkeypatch.chdir(tmp_path / "second")
+        (tmp_path / "first" / "clip.wav").unlink()
+        (tmp_path / "first").rmdir()
+        assert _outcome(solo.audio, "clip.wav") == _outcome(INLINE.audio, "clip.wav")
+        assert _outcome(INLINE.audio, "clip.wav")[0] != "MediaError"
+
+
 def test_threads_sharing_a_pool_each_get_their_own_input(pool):
     clips = [_wav(0.5, 44_100, seed=seed) for seed in range(12)]
     results: dict[int, tuple] = {}
@@ -123,6 +160,18 @@ def test_threads_sharing_a_pool_each_get_their_own_input(pool):
 
 def _processes(pool: DecodePool) -> list:
     return [worker.process for worker in pool._workers]
+
+
+# Media reading refuses named pipes (a blocking open no deadline interrupts).  These tests need a
+# decode that stays inside its worker for as long as they like: their workers read pipes as files.
+_PIPES_AS_FILES = "import os, types, mmverify.core.media as m; m._OPEN_FLAGS = os.O_RDONLY; m.stat = types.SimpleNamespace(S_ISREG=bool); "
+
+
+@pytest.fixture
+def pipes_as_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    anchor = "from mmverify.core.decode_worker import main"
+    assert anchor in decoding.BOOTSTRAP
+    monkeypatch.setattr(decoding, "BOOTSTRAP", decoding.BOOTSTRAP.replace(anchor, _PIPES_AS_FILES + anchor))
 
 
 def _decoding_a_fifo(pool: DecodePool, fifo: Path) -> tuple[threading.Thread, dict, int]:
@@ -152,7 +201,7 @@ def _decoding_a_fifo(pool: DecodePool, fifo: Path) -> tuple[threading.Thread, di
     "ending, blamed",
     [(signal.SIGKILL, True), (signal.SIGTERM, False)],  # a crash or a kill for memory; a service stopping
 )
-def test_a_worker_that_dies_while_decoding_fails_only_its_own_input(tmp_path, ending, blamed):
+def test_a_worker_that_dies_while_decoding_fails_only_its_own_input(tmp_path, pipes_as_files, ending, blamed):
     fifo = tmp_path / "held"
     os.mkfifo(fifo)
     with DecodePool(1) as solo:
@@ -180,7 +229,7 @@ def test_a_worker_that_died_between_requests_is_replaced_unseen():
         assert _processes(solo)[0].pid != process.pid
 
 
-def test_a_deadline_ends_a_hung_decode_and_its_worker(tmp_path):
+def test_a_deadline_ends_a_hung_decode_and_its_worker(tmp_path, pipes_as_files):
     fifo = tmp_path / "never-written"
     os.mkfifo(fifo)  # reading it blocks until a writer comes: the decode hangs for good
     with DecodePool(1) as solo:

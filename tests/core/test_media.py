@@ -286,3 +286,15 @@ def test_mp3_is_decoded_in_one_read():
         buffer = io.BytesIO()
         sf.write(buffer, rng.uniform(-0.5, 0.5, size=(200_000, channels)), 22_050, format="MP3")
         assert load_audio(buffer.getvalue())[0].tobytes() == _whole_mean(buffer.getvalue()).tobytes()
+
+
+def test_an_image_decoder_failing_in_an_unexpected_way_is_undecodable_media(monkeypatch: pytest.MonkeyPatch):
+    from PIL import ImageFile
+
+    def broken(self: ImageFile.ImageFile) -> None:
+        raise TypeError("'float' object cannot be interpreted as an integer")  # as Pillow did on a fuzzed TIFF
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", broken)
+    with pytest.raises(MediaError) as info:
+        load_image(_png_bytes(Image.new("RGB", (8, 8))))
+    assert info.value.reason == MediaReason.UNDECODABLE and "TypeError" in info.value.message

@@ -70,18 +70,15 @@ def read_message(stream: BinaryIO) -> tuple[dict[str, Any], bytearray]:
 
 
 def _answer(header: dict[str, Any], payload: bytearray) -> tuple[dict[str, Any], bytes | memoryview]:
-    if "path" in header:
-        source: MediaSource = header["path"]
-        cwd = header.get("cwd")
-        if cwd is not None and cwd != os.getcwd():
-            try:
-                os.chdir(cwd)
-            except OSError:  # the caller's folder is gone: its relative path names nothing
-                return {"media_error": [MediaReason.MISSING, f"no such file: {source}"]}, b""
-    else:
-        source = bytes(payload)
-    limits = MediaLimits(**header["limits"])
     try:
+        limits = MediaLimits(**header["limits"])
+        if "path" in header:
+            source: MediaSource = header["path"]
+            if header.get("cwd") is not None and not _entered(header["cwd"]):
+                # the caller's folder is gone: its relative path names nothing
+                return {"media_error": [MediaReason.MISSING, f"no such file: {source}"]}, b""
+        else:
+            source = bytes(payload)
         if header["kind"] == "image":
             array, rate = load_image(source, limits), None
         else:
@@ -95,6 +92,16 @@ def _answer(header: dict[str, Any], payload: bytearray) -> tuple[dict[str, Any],
     writeable = bool(array.flags.writeable)  # the caller's copy gets the same flag
     array = np.ascontiguousarray(array)
     return {"dtype": array.dtype.str, "shape": list(array.shape), "rate": rate, "writeable": writeable}, memoryview(array)
+
+
+def _entered(folder: str) -> bool:
+    """Whether this process now works in ``folder`` (the caller's, for its relative paths): entered
+    on every request, as the worker's own folder may have been removed since the last."""
+    try:
+        os.chdir(folder)
+    except OSError:
+        return False
+    return True
 
 
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:

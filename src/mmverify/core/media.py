@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import stat
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
@@ -65,25 +66,41 @@ DEFAULT_LIMITS = MediaLimits()
 
 def read_bytes(source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> bytes:
     """Read a file (or pass bytes through) enforcing the byte limit."""
-    if isinstance(source, bytes):
-        data = source
-    else:
-        path = Path(source)
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            raise MediaError(MediaReason.MISSING, f"no such file: {path}") from None
-        if size > limits.max_bytes:
-            raise MediaError(MediaReason.TOO_LARGE, f"{path} is {size} bytes (limit {limits.max_bytes})")
-        try:
-            data = path.read_bytes()
-        except OSError as exc:  # a folder, a file this process may not read
-            raise MediaError(MediaReason.MISSING, f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
+    data = source if isinstance(source, bytes) else _read_file(Path(source), limits.max_bytes)
     if not data:
         raise MediaError(MediaReason.EMPTY, "zero-length media")
     if len(data) > limits.max_bytes:
         raise MediaError(MediaReason.TOO_LARGE, f"{len(data)} bytes (limit {limits.max_bytes})")
     return data
+
+
+# A named pipe opened for reading would wait for a writer, which no deadline interrupts: it is
+# opened without waiting, then refused with devices and folders, as is everything not a regular file.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+
+def _read_file(path: Path, max_bytes: int) -> bytes:
+    """A regular file's bytes, at most ``max_bytes + 1`` of them (one descriptor: what is checked is
+    what is read)."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        raise MediaError(MediaReason.MISSING, f"no such file: {path}") from None
+    except (OSError, ValueError) as exc:  # a parent that is a file, a name too long, a NUL byte, no permission
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        raise MediaError(MediaReason.MISSING, f"cannot read {path}: {reason}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise MediaError(MediaReason.MISSING, f"cannot read {path}: not a regular file")
+        if info.st_size > max_bytes:
+            raise MediaError(MediaReason.TOO_LARGE, f"{path} is {info.st_size} bytes (limit {max_bytes})")
+        with open(fd, "rb", closefd=False) as handle:
+            return handle.read(max_bytes + 1)  # a file that grew since is caught by the caller's check
+    except OSError as exc:
+        raise MediaError(MediaReason.MISSING, f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
+    finally:
+        os.close(fd)
 
 
 def _to_rgb(image: "PIL.Image.Image") -> np.ndarray:  # noqa: F821
@@ -147,8 +164,10 @@ def load_image(source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> np.
         raise MediaError(MediaReason.TOO_LARGE, f"image too large to decode ({_describe(exc)})") from None
     except UnidentifiedImageError as exc:
         raise MediaError(MediaReason.UNDECODABLE, f"not a decodable image ({_describe(exc)})") from None
-    except (OSError, ValueError, SyntaxError, EOFError, NotImplementedError) as exc:  # truncated, corrupt or unsupported variants
-        raise MediaError(MediaReason.UNDECODABLE, f"corrupt image data ({_describe(exc)})") from None
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (truncated, corrupt or hostile data breaks decoders in many ways)
+        raise MediaError(MediaReason.UNDECODABLE, f"corrupt image data ({type(exc).__name__}: {_describe(exc)})") from None
     return np.ascontiguousarray(array)
 
 
