@@ -146,14 +146,26 @@ def test_sources_and_offline_messages(tmp_path: Path, monkeypatch: pytest.Monkey
     assert not DreamSimBackend(source="nonsense").availability().ok
 
 
-def test_torch_hub_network_is_refused_while_loading(tmp_path: Path) -> None:
+def test_torch_hub_network_is_refused_while_loading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
     import torch.hub
 
+    reached: list[object] = []  # offline, a real request fails too: what counts is that none is made
+
+    def no_network(*args: object, **_kwargs: object) -> None:
+        reached.append(args)
+        raise OSError("the test refuses the network")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
     before = torch.hub.get_dir()
     with torch_hub_offline():
         torch.hub.set_dir(str(tmp_path))  # what dreamsim does
-        with pytest.raises(urllib.error.URLError):
+        with pytest.raises(urllib.error.URLError, match="network access is disabled"):
             torch.hub.load_state_dict_from_url("https://example.invalid/weights.pth", model_dir=str(tmp_path))
-        with pytest.raises((urllib.error.URLError, RuntimeError)):
+        with pytest.raises((urllib.error.URLError, RuntimeError)):  # torch.hub words the refusal its own way
             torch.hub.load("facebookresearch/dinov2", "dinov2_vitb14")
+    assert reached == []
     assert torch.hub.get_dir() == before

@@ -164,9 +164,9 @@ def test_a_call_interrupted_while_waiting_for_its_turn_leaves_no_one_waiting_for
             held.set()
             release.wait(HANG_GUARD_S)
 
-    def wait_with_deadline() -> None:
+    def wait_with_deadline(seconds: float) -> None:
         try:
-            with deadline(0.2), holding(ScoringContext(env={"MMVERIFY_TEST_SETTING": "B"})):
+            with deadline(seconds), holding(ScoringContext(env={"MMVERIFY_TEST_SETTING": "B"})):
                 outcome.append("entered")
         except ItemTimeout:
             outcome.append("timed out")
@@ -174,13 +174,14 @@ def test_a_call_interrupted_while_waiting_for_its_turn_leaves_no_one_waiting_for
     holder = threading.Thread(target=hold_first)
     holder.start()
     assert held.wait(HANG_GUARD_S)
-    waiter = threading.Thread(target=wait_with_deadline)
+    waiter = threading.Thread(target=wait_with_deadline, args=(0.2,))  # runs out: the first context is held
     waiter.start()
     waiter.join(HANG_GUARD_S)
     assert outcome == ["timed out"]  # the first context is held until after this
     release.set()
     holder.join(HANG_GUARD_S)
-    later = threading.Thread(target=lambda: outcome.append(wait_with_deadline() or "next call ran"))
+    # a limit that only a hang reaches: a slow machine must not turn "entered" into a timeout
+    later = threading.Thread(target=lambda: outcome.append(wait_with_deadline(HANG_GUARD_S) or "next call ran"))
     later.start()
     later.join(HANG_GUARD_S)
     assert outcome == ["timed out", "entered", "next call ran"]

@@ -235,7 +235,7 @@ def test_request_timeout_gives_504_and_the_server_goes_on(serve):
     reward.released = threading.Event()
     # the blocked request always outlives the limit; the one after the release must be scored within
     # it on however busy a machine: seconds, not a fraction of one
-    server = serve(reward=reward, request_timeout=2.0)
+    server = serve(reward=reward, request_timeout=6.0)
     request = {"items": [{"task": "i_structure", "instance": {"order": ["t"]}, "parts": [{"type": "text", "text": "x"}]}]}
     try:
         status, body = Client(server.port).json("POST", "/score", request)

@@ -387,7 +387,18 @@ def test_headers_that_never_finish_are_cut_off(serve):
     assert sock.recv(1024) == b""  # closed by the server
     silent = socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S)
     assert silent.recv(1024) == b""
-    assert health(server.port)["status"] == "ok"  # complete requests are unaffected
+    # complete requests are unaffected; the client shares this process with the server, so a stall
+    # between its connect and its send may outlast 0.2 s: a cut connection is tried again
+    assert _health_within_header_limit(server.port)["status"] == "ok"
+
+
+def _health_within_header_limit(port: int, attempts: int = 20) -> dict[str, Any]:
+    for _ in range(attempts - 1):
+        try:
+            return health(port)
+        except (ConnectionError, http.client.HTTPException, OSError, ValueError):
+            continue
+    return health(port)
 
 
 def test_shutdown_answers_stalled_clients_at_once():

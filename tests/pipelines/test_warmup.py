@@ -26,7 +26,7 @@ from mmverify.tasks.base import Task
 from mmverify.tasks.catalog import TASK_REGISTRY
 from mmverify.tasks.response import Response
 
-ITEM_LIMIT = 1.0  # seconds; every blocked warm-up below lasts longer than this
+ITEM_LIMIT = 3.0  # seconds; every blocked warm-up below lasts longer than this, and no stall of a shared machine should
 SAFETY_S = 120.0  # a blocked task gives up after this long, so a failing test cannot hang
 _CONTROL: dict[str, Path] = {}
 _FIRST_SCORE_DONE: dict[str, bool] = {}

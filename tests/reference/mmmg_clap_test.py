@@ -30,7 +30,6 @@ from tests.reference import mmmg_clap as published
 
 SR = published.PUBLISHED_RATE
 WINDOW = 10 * published.CLAP_RATE
-ESC50_CSV = Path(__file__).resolve().parents[2].parent / "shared" / "mmmg" / "references" / "dataset.csv"
 
 
 def crop_start(clip: np.ndarray) -> int:
@@ -220,14 +219,12 @@ def tiny_clap_folder(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def esc50_published(tmp_path, monkeypatch, tiny_clap_folder):
+def esc50_published(tmp_path, monkeypatch, tiny_clap_folder, esc50_metadata):
     """MMMG's ESC-50 copy (dataset.csv + audio/ at 44.1 kHz) for two classes, and the hub on the tiny CLAP."""
     from mmverify.models import hub
     from mmverify.references import sets
 
-    if not ESC50_CSV.is_file():
-        pytest.skip(f"ESC-50 metadata not found at {ESC50_CSV}")
-    with open(ESC50_CSV, newline="", encoding="utf-8") as handle:
+    with open(esc50_metadata, newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         header, every = reader.fieldnames, list(reader)
     rows = [row for c in ("dog", "rain") for row in [r for r in every if r["category"] == c][:12]]
