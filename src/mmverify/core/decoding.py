@@ -41,6 +41,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .decode_worker import BOOTSTRAP, READY, ProtocolError, read_message, write_message
+from .interrupts import shielded
 from .media import DEFAULT_LIMITS, MediaError, MediaLimits, MediaReason, MediaSource, load_audio, load_image
 from .waits import wait_s
 
@@ -279,13 +280,15 @@ class DecodePool:
                         return worker
                     # died between decodes (not this input's doing), or left mid-request by a decode
                     # that ended without giving it back: replaced
-                    self._workers.remove(worker)
-                    worker.end()
+                    with shielded():  # forgotten but not ended, it would run on unseen
+                        self._workers.remove(worker)
+                        worker.end()
                     break
                 if len(self._workers) < self.processes:
-                    worker = _Worker()
-                    worker.holder = weakref.ref(token)
-                    self._workers.append(worker)
+                    with shielded():  # cut after its fork, a process is never reaped
+                        worker = _Worker()
+                        worker.holder = weakref.ref(token)
+                        self._workers.append(worker)
                     return worker
             try:
                 self._freed.get(timeout=wait_s())  # a deadline raised in this thread is delivered between waits
@@ -294,16 +297,17 @@ class DecodePool:
 
     def _give_back(self, token: _Token, finished: bool) -> None:
         """Free the worker marked ``token``, or end it when its request may still be running."""
-        with self._lock:
-            worker = next((w for w in self._workers if w.holder is not None and w.holder() is token), None)
-            if worker is None:
-                return
-            if worker.sent and not finished:
-                self._workers.remove(worker)
-            else:
-                worker.holder, worker.sent, worker = None, False, None
-        if worker is not None:
-            worker.end()
+        with shielded():  # a worker taken out of the list is ended, never left running unseen
+            with self._lock:
+                worker = next((w for w in self._workers if w.holder is not None and w.holder() is token), None)
+                if worker is None:
+                    return
+                if worker.sent and not finished:
+                    self._workers.remove(worker)
+                else:
+                    worker.holder, worker.sent, worker = None, False, None
+            if worker is not None:
+                worker.end()
         if self._freed.qsize() < self.processes:  # nudges beyond one per worker would only pile up
             self._freed.put(True)
 

@@ -8,13 +8,15 @@ is delivered between Python bytecodes: a long native call finishes first.
 A deadline that fired ends its block as a timeout whatever the block did next
 (:func:`~mmverify.pipelines.execute.end_if_late`), as the main thread's alarm does.
 
+Steps that must not be cut in two -- starting or ending a decoding process -- run shielded
+(:func:`mmverify.core.interrupts.shielded`): a deadline due inside one is raised when it ends.
+
 Deadlines do not nest in one thread: a thread has one pending asynchronous exception, so an inner
 deadline clearing its own undelivered timeout could clear an outer one that fired meanwhile.
 """
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import os
 import threading
@@ -22,12 +24,8 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
-from ..core import waits
+from ..core import interrupts, waits
 from .execute import ItemTimeout, end_if_late
-
-def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None)
-
 
 class _Watchdog:
     """One daemon thread holding every armed deadline (a timer thread per item would cost more
@@ -90,7 +88,7 @@ class _Watchdog:
                     self._cond.wait(wait)
                     continue
                 del self._armed[token]
-                _set_async_exc(thread_id, ItemTimeout)
+                interrupts.deliver(thread_id, ItemTimeout)  # held back while the thread is in a shielded step
 
 
 _WATCHDOG = _Watchdog()
@@ -123,7 +121,7 @@ def deadline(seconds: float | None) -> Iterator[None]:
             try:
                 fired = _WATCHDOG.disarm(token)
                 if fired:
-                    _set_async_exc(target, None)  # drop the exception if it has not been delivered yet
+                    interrupts.withdraw(target)  # drop the exception if it has not been delivered yet
             except ItemTimeout:
                 fired = True  # delivered just now
             try:

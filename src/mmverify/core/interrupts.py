@@ -1,0 +1,79 @@
+"""Exceptions raised in another thread (an item's deadline), and the steps they must not cut in two.
+
+An exception set with ``PyThreadState_SetAsyncExc`` lands between any two bytecodes of the target
+thread.  A few steps must not be cut there: starting a process (cut after the fork, its id is lost
+and the process is never reaped) or forgetting one and ending it (cut in between, it runs on
+unseen).  Inside :func:`shielded` such an exception is held back and raised when the step is done.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+_LOCK = threading.Lock()
+_DEPTH: dict[int, int] = {}  # thread id -> shielded steps it is inside
+_SENT: dict[int, type[BaseException]] = {}  # thread id -> the exception set in it, maybe not delivered yet
+_HELD: dict[int, type[BaseException]] = {}  # threads whose exception waits for their step to end
+
+
+def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None)
+
+
+def deliver(thread_id: int, exc: type[BaseException]) -> None:
+    """Raise ``exc`` in the thread, at once or, inside a shielded step, when the step ends."""
+    with _LOCK:
+        if _DEPTH.get(thread_id):
+            _HELD[thread_id] = exc
+        else:
+            _set_async_exc(thread_id, exc)
+            _SENT[thread_id] = exc
+
+
+def withdraw(thread_id: int) -> None:
+    """Drop what :func:`deliver` sent the thread and it has not received yet."""
+    with _LOCK:
+        _set_async_exc(thread_id, None)
+        _SENT.pop(thread_id, None)
+        _HELD.pop(thread_id, None)
+
+
+@contextmanager
+def shielded() -> Iterator[None]:
+    """A step that an exception from another thread does not interrupt: one delivered meanwhile
+    (or sent just before, not received yet) is raised when the step ends."""
+    me = threading.get_ident()
+    with _LOCK:
+        sent = _SENT.pop(me, None)
+        if sent is not None:  # perhaps still pending: held back instead
+            _set_async_exc(me, None)
+            _HELD.setdefault(me, sent)
+        _DEPTH[me] = _DEPTH.get(me, 0) + 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _DEPTH[me] -= 1
+            late = None
+            if not _DEPTH[me]:
+                del _DEPTH[me]
+                late = _HELD.pop(me, None)
+    if late is not None:
+        raise late
+
+
+def _reset_after_fork() -> None:
+    global _LOCK
+    _LOCK = threading.Lock()
+    forking = threading.get_ident()
+    for table in (_DEPTH, _SENT, _HELD):  # only the forking thread goes on in the child
+        for thread_id in [t for t in table if t != forking]:
+            del table[thread_id]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)

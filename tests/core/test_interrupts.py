@@ -1,0 +1,103 @@
+"""Shielded steps: an item's deadline that comes due inside one is raised when the step ends."""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import threading
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from mmverify.core.decoding import DecodePool
+from mmverify.core.interrupts import shielded
+from mmverify.pipelines.deadlines import _WATCHDOG, deadline
+from mmverify.pipelines.execute import ItemTimeout
+from tests.waiting import wait_until
+
+
+
+def _png() -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (30, 20)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+PNG = _png()
+
+
+def _armed_here(thread_id: int) -> bool:
+    return any(thread == thread_id for _, thread in _WATCHDOG._armed.values())
+
+
+def test_a_deadline_due_inside_a_shielded_step_is_raised_when_the_step_ends():
+    steps: list[str] = []
+
+    def item() -> None:
+        try:
+            with deadline(0.05):
+                with shielded():
+                    wait_until(lambda: not _armed_here(threading.get_ident()), message="the deadline never came due")
+                    for _ in range(10_000):  # bytecodes enough for a delivered exception to land
+                        pass
+                    steps.append("step done")
+                steps.append("after the step")
+        except ItemTimeout:
+            steps.append("timed out")
+
+    thread = threading.Thread(target=item)
+    thread.start()
+    thread.join(60)
+    assert steps == ["step done", "timed out"]
+
+
+def test_a_shielded_step_inside_a_deadline_that_never_comes_due_changes_nothing():
+    with deadline(60.0):
+        with shielded():
+            with shielded():  # steps nest
+                pass
+        done = True
+    assert done
+
+
+def _zombie_children() -> set[int]:
+    """Process ids of this process's children that exited and were never waited for."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+            found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_deadlines_landing_while_workers_start_leave_no_process_unreaped():
+    """Deadlines of a few milliseconds, many of them due while a decoding process is being started
+    (a process cut off after its fork was never reaped): afterwards no child of this process is a
+    zombie."""
+    before = _zombie_children()
+    pool = DecodePool(2)
+
+    def impatient(seed: int) -> None:
+        draw = random.Random(seed)
+        for _ in range(60):
+            try:
+                with deadline(draw.uniform(0.0005, 0.03)):
+                    pool.image(PNG)
+            except ItemTimeout:
+                pass
+
+    threads = [threading.Thread(target=impatient, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    pool.close()
+    assert _zombie_children() - before == set()
