@@ -101,3 +101,17 @@ def test_deadlines_landing_while_workers_start_leave_no_process_unreaped():
         thread.join(120)
     pool.close()
     assert _zombie_children() - before == set()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
+def test_a_child_forked_while_a_pool_s_lock_is_held_can_take_it():
+    pool = DecodePool(1)
+    try:
+        with pool._lock:  # as another thread would hold it at the moment of a fork
+            child = os.fork()
+            if child == 0:  # the child: exit status 0 when it can take its own copy of the lock
+                os._exit(0 if pool._lock.acquire(timeout=5) else 1)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        pool.close()

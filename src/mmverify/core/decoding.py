@@ -231,6 +231,7 @@ class DecodePool:
         self._pid = os.getpid()
         self._closed = False
         weakref.finalize(self, _end_all, self._workers, self._pid)
+        _POOLS.add(self)
 
     def image(self, source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> np.ndarray:
         array, _ = self._decode(*_request("image", source, None, limits))
@@ -330,6 +331,21 @@ class DecodePool:
             token.ended = "finished" if finished else "cut"  # known even where a deadline cuts the giving back short
             self._give_back(token, finished)
         return _result(*message)
+
+
+_POOLS: "weakref.WeakSet[DecodePool]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A child forked while another thread held a pool's lock would wait for it for ever: the
+    child's pools get fresh ones (their workers are the parent's, and dropped at the next decode)."""
+    for pool in list(_POOLS):
+        pool._lock = threading.Lock()
+        pool._freed = queue.SimpleQueue()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _end_all(workers: list[_Worker], pid: int) -> None:
