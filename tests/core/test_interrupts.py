@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from mmverify.core.decoding import DecodePool
+from mmverify.core import interrupts
 from mmverify.core.interrupts import shielded
 from mmverify.pipelines.deadlines import _WATCHDOG, deadline
 from mmverify.pipelines.execute import ItemTimeout
@@ -37,7 +38,7 @@ def test_a_deadline_due_inside_a_shielded_step_is_raised_when_the_step_ends():
 
     def item() -> None:
         try:
-            with deadline(0.05):
+            with deadline(2.0):  # long enough to enter the step first on a loaded machine
                 with shielded():
                     wait_until(lambda: not _armed_here(threading.get_ident()), message="the deadline never came due")
                     for _ in range(10_000):  # bytecodes enough for a delivered exception to land
@@ -51,6 +52,31 @@ def test_a_deadline_due_inside_a_shielded_step_is_raised_when_the_step_ends():
     thread.start()
     thread.join(60)
     assert steps == ["step done", "timed out"]
+
+
+def test_a_timeout_delivered_as_its_deadline_ends_is_not_raised_again_by_a_later_step(monkeypatch: pytest.MonkeyPatch):
+    """The timeout lands inside the deadline's own ending (while it disarms): the block ends as a
+    timeout, and nothing of it is held for the thread's next shielded step."""
+    disarm = _WATCHDOG.disarm
+
+    def delivered_while_disarming(token: int) -> bool:
+        disarm(token)
+        target = threading.get_ident()
+        watchdog = threading.Thread(target=interrupts.deliver, args=(target, ItemTimeout))  # as the watchdog does
+        watchdog.start()
+        watchdog.join(60)
+        for _ in range(10_000):  # bytecodes enough for it to land here
+            pass
+        raise AssertionError("the timeout was never delivered")
+
+    monkeypatch.setattr(_WATCHDOG, "disarm", delivered_while_disarming)
+    with pytest.raises(ItemTimeout):
+        with deadline(60.0):
+            pass
+    monkeypatch.undo()
+    with shielded():  # outside any deadline: nothing to raise
+        pass
+    assert threading.get_ident() not in interrupts._SENT and threading.get_ident() not in interrupts._HELD
 
 
 def test_a_shielded_step_inside_a_deadline_that_never_comes_due_changes_nothing():

@@ -298,3 +298,16 @@ def test_an_image_decoder_failing_in_an_unexpected_way_is_undecodable_media(monk
     with pytest.raises(MediaError) as info:
         load_image(_png_bytes(Image.new("RGB", (8, 8))))
     assert info.value.reason == MediaReason.UNDECODABLE and "TypeError" in info.value.message
+
+
+def test_an_item_timeout_inside_an_image_decoder_is_not_turned_into_a_media_error(monkeypatch: pytest.MonkeyPatch):
+    from PIL import ImageFile
+
+    from mmverify.pipelines.execute import ItemTimeout
+
+    def late(self: ImageFile.ImageFile) -> None:
+        raise ItemTimeout()  # as the deadline watchdog raises it, between two bytecodes of Pillow's
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", late)
+    with pytest.raises(ItemTimeout):
+        load_image(_png_bytes(Image.new("RGB", (8, 8))))

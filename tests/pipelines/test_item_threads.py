@@ -34,9 +34,24 @@ class Embeds(Task):
         return Check(score=float(forward(EMBEDDER, "embed", [0.5], list, 1)[0]))
 
 
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise ValueError("no text")
+
+
+class Raises(Task):
+    """A scorer bug whose exception cannot even be printed."""
+
+    id = "test_thread_raises"
+
+    def score(self, instance: Instance, response: Response) -> Check:
+        raise Unprintable()
+
+
 @pytest.fixture
 def registered(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(TASK_REGISTRY, "_targets", {**TASK_REGISTRY._targets, f"task:{Embeds.id}": f"{__name__}:Embeds"})
+    targets = {f"task:{Embeds.id}": f"{__name__}:Embeds", f"task:{Raises.id}": f"{__name__}:Raises"}
+    monkeypatch.setattr(TASK_REGISTRY, "_targets", {**TASK_REGISTRY._targets, **targets})
     monkeypatch.setattr(TASK_REGISTRY, "_loaded", dict(TASK_REGISTRY._loaded))
     monkeypatch.setattr(execute, "_TASKS", {})
     SEEN.clear()
@@ -105,20 +120,22 @@ def test_a_job_that_raises_is_reported_and_its_thread_takes_the_next_job(monkeyp
     assert [type(exc) for exc in reported] == [RuntimeError]
 
 
-class _Unprintable(Exception):
-    def __str__(self) -> str:
-        raise ValueError("no text")
-
-
 def test_an_item_whose_exception_cannot_be_printed_still_gets_its_error_row(registered, monkeypatch: pytest.MonkeyPatch):
     def fails(item: WorkItem, decoder: Any = None) -> dict[str, Any]:
-        raise _Unprintable()
+        raise Unprintable()
 
     rows = list(score_together([_item(0)], _alone, in_flight=2))  # warms the task up
     monkeypatch.setattr("mmverify.pipelines.batch.score_item", fails)
     rows = list(score_together([_item(1), _item(2)], _alone, in_flight=2))
     assert [row["status"] for row in rows] == ["error", "error"]
-    assert all(row["error"]["code"] == "internal_error" and "_Unprintable" in row["error"]["message"] for row in rows)
+    assert all(row["error"]["code"] == "internal_error" and "Unprintable" in row["error"]["message"] for row in rows)
+
+
+def test_a_scorer_bug_whose_exception_cannot_be_printed_is_one_error_row(registered):
+    item = _item(0)
+    row = score_item(WorkItem(**{**item.__dict__, "task": Raises.id, "verifier": f"{Raises.id}@1:mmmg"}))
+    assert row["status"] == "error" and row["error"]["code"] == "internal_error"
+    assert row["error"]["message"].startswith("Unprintable (at ")
 
 
 def test_a_round_member_starts_without_the_left_queue_mark_of_the_thread_s_last_item():

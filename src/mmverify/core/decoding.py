@@ -298,19 +298,21 @@ class DecodePool:
 
     def _give_back(self, token: _Token, finished: bool) -> None:
         """Free the worker marked ``token``, or end it when its request may still be running."""
-        with shielded():  # a worker taken out of the list is ended, never left running unseen
-            with self._lock:
-                worker = next((w for w in self._workers if w.holder is not None and w.holder() is token), None)
-                if worker is None:
-                    return
-                if worker.sent and not finished:
-                    self._workers.remove(worker)
-                else:
-                    worker.holder, worker.sent, worker = None, False, None
-            if worker is not None:
-                worker.end()
-        if self._freed.qsize() < self.processes:  # nudges beyond one per worker would only pile up
-            self._freed.put(True)
+        try:
+            with shielded():  # a worker taken out of the list is ended, never left running unseen
+                with self._lock:
+                    worker = next((w for w in self._workers if w.holder is not None and w.holder() is token), None)
+                    if worker is None:
+                        return
+                    if worker.sent and not finished:
+                        self._workers.remove(worker)
+                    else:
+                        worker.holder, worker.sent, worker = None, False, None
+                if worker is not None:
+                    worker.end()
+        finally:  # a timeout held back by the step is raised after this: the threads waiting still wake
+            if self._freed.qsize() < self.processes:  # nudges beyond one per worker would only pile up
+                self._freed.put(True)
 
     def _decode(self, header: dict[str, Any], payload: bytes) -> tuple[np.ndarray, int | None]:
         token, finished = _Token(), False

@@ -14,6 +14,13 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
+
+
+class Interrupt(Exception):
+    """An exception raised into a thread from another (an item's timeout): code that turns the
+    failures of what it calls into typed errors lets it through."""
+
+
 _LOCK = threading.Lock()
 _DEPTH: dict[int, int] = {}  # thread id -> shielded steps it is inside
 _SENT: dict[int, type[BaseException]] = {}  # thread id -> the exception set in it, maybe not delivered yet

@@ -21,6 +21,8 @@ from typing import Any, Union
 
 import numpy as np
 
+from .interrupts import Interrupt
+
 MediaSource = Union[str, "os.PathLike[str]", bytes]
 
 
@@ -81,26 +83,30 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXE
 
 def _read_file(path: Path, max_bytes: int) -> bytes:
     """A regular file's bytes, at most ``max_bytes + 1`` of them (one descriptor: what is checked is
-    what is read)."""
+    what is read; it belongs to a file object from its opening on, so an item's timeout landing
+    anywhere here cannot leak it)."""
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        handle = open(path, "rb", buffering=0, opener=lambda name, _flags: os.open(name, _OPEN_FLAGS))
     except FileNotFoundError:
         raise MediaError(MediaReason.MISSING, f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise MediaError(MediaReason.MISSING, f"cannot read {path}: not a regular file") from None
     except (OSError, ValueError) as exc:  # a parent that is a file, a name too long, a NUL byte, no permission
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
         raise MediaError(MediaReason.MISSING, f"cannot read {path}: {reason}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise MediaError(MediaReason.MISSING, f"cannot read {path}: not a regular file")
-        if info.st_size > max_bytes:
-            raise MediaError(MediaReason.TOO_LARGE, f"{path} is {info.st_size} bytes (limit {max_bytes})")
-        with open(fd, "rb", closefd=False) as handle:
-            return handle.read(max_bytes + 1)  # a file that grew since is caught by the caller's check
-    except OSError as exc:
-        raise MediaError(MediaReason.MISSING, f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
-    finally:
-        os.close(fd)
+    with handle:
+        try:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise MediaError(MediaReason.MISSING, f"cannot read {path}: not a regular file")
+            if info.st_size > max_bytes:
+                raise MediaError(MediaReason.TOO_LARGE, f"{path} is {info.st_size} bytes (limit {max_bytes})")
+            data = handle.read(info.st_size + 1)  # sized by the file: a read allocates what it asks for
+            if len(data) > info.st_size:  # it grew since: up to one byte past the limit, for the caller's check
+                data += handle.read(max_bytes + 1 - len(data))
+            return data
+        except OSError as exc:
+            raise MediaError(MediaReason.MISSING, f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
 
 
 def _to_rgb(image: "PIL.Image.Image") -> np.ndarray:  # noqa: F821
@@ -164,7 +170,7 @@ def load_image(source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> np.
         raise MediaError(MediaReason.TOO_LARGE, f"image too large to decode ({_describe(exc)})") from None
     except UnidentifiedImageError as exc:
         raise MediaError(MediaReason.UNDECODABLE, f"not a decodable image ({_describe(exc)})") from None
-    except MemoryError:
+    except (MemoryError, Interrupt):
         raise
     except Exception as exc:  # noqa: BLE001  (truncated, corrupt or hostile data breaks decoders in many ways)
         raise MediaError(MediaReason.UNDECODABLE, f"corrupt image data ({type(exc).__name__}: {_describe(exc)})") from None

@@ -34,7 +34,7 @@ from ..core.decoding import INLINE, Decoder
 from ..core.errors import ErrorCode
 from ..models.batching import BatchRound, left_a_queue
 from .deadlines import deadline
-from .execute import ItemTimeout, Planned, error_row, is_warm, score_item, timeout_row, uses_models
+from .execute import ItemTimeout, Planned, described, error_row, is_warm, score_item, timeout_row, uses_models
 from .plan import WorkItem
 
 Row = dict[str, Any]
@@ -71,18 +71,10 @@ def _score_member(
         if slot.row is None:
             slot.row = timeout_row(item, timeout)
     except BaseException as exc:  # noqa: BLE001  (a thread must leave a row, whatever happened)
-        slot.row = error_row(item, ErrorCode.INTERNAL, _described(exc))
+        slot.row = error_row(item, ErrorCode.INTERNAL, described(exc))
     finally:
         slot.done.set()
         free.release()
-
-
-def _described(exc: BaseException) -> str:
-    """``Type: message``, or the type alone when the exception cannot say what it is."""
-    try:
-        return f"{type(exc).__name__}: {exc}"
-    except Exception:  # noqa: BLE001  (a __str__ that raises must not cost the item its row)
-        return type(exc).__name__
 
 
 class _ItemThreads:

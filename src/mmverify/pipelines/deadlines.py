@@ -108,6 +108,7 @@ def deadline(seconds: float | None) -> Iterator[None]:
     target = threading.get_ident()
     _LOCAL.armed = True
     try:
+        interrupts.withdraw(target)  # nothing of an earlier deadline (or thread of this id) is held for this one
         token = _WATCHDOG.arm(seconds)
         waits.set_due(time.monotonic() + seconds)  # this thread's waits end in time to take the timeout
         escaping: BaseException | None = None
@@ -123,7 +124,8 @@ def deadline(seconds: float | None) -> Iterator[None]:
                 if fired:
                     interrupts.withdraw(target)  # drop the exception if it has not been delivered yet
             except ItemTimeout:
-                fired = True  # delivered just now
+                fired = True  # delivered just now, so its record is stale: a later shielded step must not raise it
+                interrupts.withdraw(target)
             try:
                 end_if_late(fired, escaping)  # delivered, dropped by native code or still pending: late
             finally:

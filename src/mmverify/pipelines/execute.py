@@ -31,6 +31,7 @@ from typing import Any, Iterable, Iterator, Union
 
 from ..core.decoding import INLINE, DecodePool, Decoder
 from ..core.errors import ErrorCode, GenerationFault, ScoringError
+from ..core.interrupts import Interrupt
 from ..core.types import Check
 from ..models.hub import get_hub
 from ..tasks.catalog import CATALOG, TASK_REGISTRY
@@ -44,8 +45,8 @@ _TASKS: dict[tuple[str, str], Any] = {}  # (task id, profile) -> built task
 DEFAULT_WARMUP_TIMEOUT = 600.0  # seconds for worker start-up, task import/build and first use
 
 
-class ItemTimeout(Exception):
-    pass
+class ItemTimeout(Interrupt):
+    """An item ran past its time limit (raised into its thread by the deadline watchdog)."""
 
 
 def _passed(item: WorkItem, task: Any, check: Check) -> bool | None:
@@ -151,8 +152,16 @@ def score_item(item: WorkItem, decoder: Decoder = INLINE) -> dict[str, Any]:
         return error_row(item, ErrorCode.INTERNAL, "out of memory while scoring this item")
     except Exception as exc:  # a scorer bug must cost one row, not the run
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        message = f"{type(exc).__name__}: {exc} (at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})"
+        message = f"{described(exc)} (at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})"
         return error_row(item, ErrorCode.INTERNAL, message)
+
+
+def described(exc: BaseException) -> str:
+    """``Type: message``, or the type alone when the exception cannot say what it is."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001  (a __str__ that raises must not cost the item its row)
+        return type(exc).__name__
 
 
 def end_if_late(fired: bool, escaping: BaseException | None) -> None:
