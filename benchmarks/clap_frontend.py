@@ -217,6 +217,14 @@ def runtime_calls(clap: HFClap, clips: list[np.ndarray], top: int = 6) -> str:
     return f"{wall_ms:.0f} ms for {len(clips)} clips, device busy {busy_ms:.0f} ms; {listed}"
 
 
+def diagnosed(measure_it: Any, *args: Any) -> str:
+    """A diagnostic row, or why it failed: the rows after it are measured all the same."""
+    try:
+        return measure_it(*args)
+    except Exception as exc:  # noqa: BLE001  (a broken diagnostic must not cost a device call its other rows)
+        return f"failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+
+
 def graphed_rate(source: str, clips: list[np.ndarray], device: str, batch: int, precision: str, repeats: int) -> Rate | str:
     """``embed_audio`` with the model replayed from CUDA graphs, or why capturing failed."""
     try:
@@ -266,8 +274,8 @@ def model_rates(
                 if device.startswith("cuda"):
                     yield f"queuing a batch of {batch} waits for the device ({precision})", launch_waits(end_to_end, clips[:batch])
                     yield f"host time to queue a batch of {batch} ({precision})", queue_ms(end_to_end, clips[:batch], repeats)
-                    yield f"device time of a batch of {batch} ({precision})", device_ms(end_to_end, clips[:batch], repeats)
-                    yield f"CUDA runtime calls of embed_audio ({precision})", runtime_calls(end_to_end, clips[: 4 * batch])
+                    yield f"device time of a batch of {batch} ({precision})", diagnosed(device_ms, end_to_end, clips[:batch], repeats)
+                    yield f"CUDA runtime calls of embed_audio ({precision})", diagnosed(runtime_calls, end_to_end, clips[: 4 * batch])
                     yield f"embed_audio, torch, {precision}, CUDA graph", graphed_rate(source, subset, device, batch, precision, repeats)
 
 
