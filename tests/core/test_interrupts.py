@@ -54,6 +54,25 @@ def test_a_deadline_due_inside_a_shielded_step_is_raised_when_the_step_ends():
     assert steps == ["step done", "timed out"]
 
 
+def test_a_deadline_due_inside_a_step_that_then_fails_ends_as_a_timeout():
+    outcome: list[BaseException] = []
+
+    def item() -> None:
+        try:
+            with deadline(2.0):
+                with shielded():
+                    wait_until(lambda: not _armed_here(threading.get_ident()), message="the deadline never came due")
+                    raise ValueError("the step failed after its item's time was up")
+        except BaseException as exc:  # noqa: BLE001
+            outcome.append(exc)
+
+    thread = threading.Thread(target=item)
+    thread.start()
+    thread.join(60)
+    assert [type(exc) for exc in outcome] == [ItemTimeout]
+    assert threading.get_ident() not in interrupts._SENT
+
+
 def test_a_timeout_delivered_as_its_deadline_ends_is_not_raised_again_by_a_later_step(monkeypatch: pytest.MonkeyPatch):
     """The timeout lands inside the deadline's own ending (while it disarms): the block ends as a
     timeout, and nothing of it is held for the thread's next shielded step."""
@@ -74,6 +93,34 @@ def test_a_timeout_delivered_as_its_deadline_ends_is_not_raised_again_by_a_later
         with deadline(60.0):
             pass
     monkeypatch.undo()
+    with shielded():  # outside any deadline: nothing to raise
+        pass
+    assert threading.get_ident() not in interrupts._SENT and threading.get_ident() not in interrupts._HELD
+
+
+def test_a_timeout_landing_while_its_deadline_is_armed_leaves_nothing_behind(monkeypatch: pytest.MonkeyPatch):
+    from mmverify.core import waits
+
+    set_due = waits.set_due
+
+    def delivered_while_arming(due: float | None) -> None:
+        set_due(due)
+        if due is None:
+            return
+        target = threading.get_ident()
+        watchdog = threading.Thread(target=interrupts.deliver, args=(target, ItemTimeout))  # as the watchdog does
+        watchdog.start()
+        watchdog.join(60)
+        for _ in range(10_000):  # bytecodes enough for it to land here
+            pass
+        raise AssertionError("the timeout was never delivered")
+
+    monkeypatch.setattr(waits, "set_due", delivered_while_arming)
+    with pytest.raises(ItemTimeout):
+        with deadline(60.0):
+            pass
+    monkeypatch.undo()
+    assert not _armed_here(threading.get_ident())
     with shielded():  # outside any deadline: nothing to raise
         pass
     assert threading.get_ident() not in interrupts._SENT and threading.get_ident() not in interrupts._HELD
@@ -141,3 +188,47 @@ def test_a_child_forked_while_a_pool_s_lock_is_held_can_take_it():
         assert os.waitstatus_to_exitcode(status) == 0
     finally:
         pool.close()
+
+
+def test_a_timeout_landing_while_a_media_file_is_opened_leaks_no_descriptor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from mmverify.core import media
+
+    fifo = tmp_path / "pipe.wav"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(media, "_OPEN_FLAGS", os.O_RDONLY)  # a blocking open: the item waits inside it
+    outcome: list[BaseException] = []
+    ident: list[int] = []
+
+    def item() -> None:
+        ident.append(threading.get_ident())
+        try:
+            with deadline(60.0):
+                media.read_bytes(fifo)
+        except BaseException as exc:  # noqa: BLE001
+            outcome.append(exc)
+
+    thread = threading.Thread(target=item)
+    thread.start()
+
+    def writer() -> int | None:
+        try:  # succeeds once the item's open has the pipe open for reading: it waits inside os.open
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            return None
+
+    write_end = wait_until(writer, message="the item never opened the pipe")
+    interrupts.deliver(ident[0], ItemTimeout)  # as the watchdog would, while the item is inside os.open
+    os.close(write_end)
+    thread.join(60)
+    assert [type(exc) for exc in outcome] == [ItemTimeout]
+    assert str(fifo) not in _open_files()  # other tests' threads may open files meanwhile: only this one counts
+
+
+def _open_files() -> set[str]:
+    names = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            names.add(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # closed meanwhile
+            pass
+    return names

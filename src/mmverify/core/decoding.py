@@ -298,21 +298,22 @@ class DecodePool:
 
     def _give_back(self, token: _Token, finished: bool) -> None:
         """Free the worker marked ``token``, or end it when its request may still be running."""
-        try:
-            with shielded():  # a worker taken out of the list is ended, never left running unseen
-                with self._lock:
-                    worker = next((w for w in self._workers if w.holder is not None and w.holder() is token), None)
-                    if worker is None:
-                        return
-                    if worker.sent and not finished:
-                        self._workers.remove(worker)
-                    else:
-                        worker.holder, worker.sent, worker = None, False, None
-                if worker is not None:
-                    worker.end()
-        finally:  # a timeout held back by the step is raised after this: the threads waiting still wake
-            if self._freed.qsize() < self.processes:  # nudges beyond one per worker would only pile up
-                self._freed.put(True)
+        with shielded():  # a worker taken out of the list is ended, never left running unseen
+            with self._lock:
+                worker = next((w for w in self._workers if w.holder is not None and w.holder() is token), None)
+                if worker is None:
+                    return
+                if worker.sent and not finished:
+                    self._workers.remove(worker)
+                else:
+                    worker.holder, worker.sent, worker = None, False, None
+            if worker is not None:
+                worker.end()
+
+    def _nudge(self) -> None:
+        """Wake a thread waiting for a worker."""
+        if self._freed.qsize() < self.processes:  # nudges beyond one per worker would only pile up
+            self._freed.put(True)
 
     def _decode(self, header: dict[str, Any], payload: bytes) -> tuple[np.ndarray, int | None]:
         token, finished = _Token(), False
@@ -331,7 +332,10 @@ class DecodePool:
             finished = True
         finally:
             token.ended = "finished" if finished else "cut"  # known even where a deadline cuts the giving back short
-            self._give_back(token, finished)
+            try:
+                self._give_back(token, finished)
+            finally:  # also where a timeout (held back by its step, or landing as it began) cut it short
+                self._nudge()
         return _result(*message)
 
 

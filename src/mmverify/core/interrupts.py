@@ -52,7 +52,8 @@ def withdraw(thread_id: int) -> None:
 @contextmanager
 def shielded() -> Iterator[None]:
     """A step that an exception from another thread does not interrupt: one delivered meanwhile
-    (or sent just before, not received yet) is raised when the step ends."""
+    (or sent just before, not received yet) is raised when the step ends -- also when the step
+    itself raised, as it would have been raised inside the step."""
     me = threading.get_ident()
     with _LOCK:
         sent = _SENT.pop(me, None)
@@ -60,8 +61,10 @@ def shielded() -> Iterator[None]:
             _set_async_exc(me, None)
             _HELD.setdefault(me, sent)
         _DEPTH[me] = _DEPTH.get(me, 0) + 1
+    completed = False
     try:
         yield
+        completed = True
     finally:
         with _LOCK:
             _DEPTH[me] -= 1
@@ -69,6 +72,9 @@ def shielded() -> Iterator[None]:
             if not _DEPTH[me]:
                 del _DEPTH[me]
                 late = _HELD.pop(me, None)
+                if late is not None and not completed:  # the step raised: the held exception follows at once
+                    _set_async_exc(me, late)
+                    _SENT[me] = late
     if late is not None:
         raise late
 

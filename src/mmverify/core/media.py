@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from math import gcd
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, BinaryIO, Union
 
 import numpy as np
 
-from .interrupts import Interrupt
+from .interrupts import Interrupt, shielded
 
 MediaSource = Union[str, "os.PathLike[str]", bytes]
 
@@ -83,10 +83,36 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXE
 
 def _read_file(path: Path, max_bytes: int) -> bytes:
     """A regular file's bytes, at most ``max_bytes + 1`` of them (one descriptor: what is checked is
-    what is read; it belongs to a file object from its opening on, so an item's timeout landing
-    anywhere here cannot leak it)."""
+    what is read)."""
+    handle: BinaryIO | None = None
     try:
-        handle = open(path, "rb", buffering=0, opener=lambda name, _flags: os.open(name, _OPEN_FLAGS))
+        with shielded():  # a timeout landing between os.open and the file object would leak the descriptor
+            handle = _opened(path)
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise MediaError(MediaReason.MISSING, f"cannot read {path}: not a regular file")
+        if info.st_size > max_bytes:
+            raise MediaError(MediaReason.TOO_LARGE, f"{path} is {info.st_size} bytes (limit {max_bytes})")
+        data = handle.read(info.st_size + 1)  # sized by the file: a read allocates what it asks for
+        while info.st_size < len(data) <= max_bytes:  # it grows meanwhile: read on to one byte past the limit
+            more = handle.read(min(_GROWTH_CHUNK, max_bytes + 1 - len(data)))
+            if not more:
+                break
+            data += more
+        return data
+    except OSError as exc:
+        raise MediaError(MediaReason.MISSING, f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
+    finally:
+        if handle is not None:
+            handle.close()
+
+
+_GROWTH_CHUNK = 1 << 20
+
+
+def _opened(path: Path) -> BinaryIO:
+    try:
+        return open(path, "rb", opener=lambda name, _flags: os.open(name, _OPEN_FLAGS))
     except FileNotFoundError:
         raise MediaError(MediaReason.MISSING, f"no such file: {path}") from None
     except IsADirectoryError:
@@ -94,19 +120,6 @@ def _read_file(path: Path, max_bytes: int) -> bytes:
     except (OSError, ValueError) as exc:  # a parent that is a file, a name too long, a NUL byte, no permission
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
         raise MediaError(MediaReason.MISSING, f"cannot read {path}: {reason}") from None
-    with handle:
-        try:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise MediaError(MediaReason.MISSING, f"cannot read {path}: not a regular file")
-            if info.st_size > max_bytes:
-                raise MediaError(MediaReason.TOO_LARGE, f"{path} is {info.st_size} bytes (limit {max_bytes})")
-            data = handle.read(info.st_size + 1)  # sized by the file: a read allocates what it asks for
-            if len(data) > info.st_size:  # it grew since: up to one byte past the limit, for the caller's check
-                data += handle.read(max_bytes + 1 - len(data))
-            return data
-        except OSError as exc:
-            raise MediaError(MediaReason.MISSING, f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
 
 
 def _to_rgb(image: "PIL.Image.Image") -> np.ndarray:  # noqa: F821

@@ -107,12 +107,12 @@ def deadline(seconds: float | None) -> Iterator[None]:
         raise RuntimeError("deadlines do not nest: this thread already runs under one")
     target = threading.get_ident()
     _LOCAL.armed = True
+    token: int | None = None
+    escaping: BaseException | None = None
     try:
-        interrupts.withdraw(target)  # nothing of an earlier deadline (or thread of this id) is held for this one
-        token = _WATCHDOG.arm(seconds)
-        waits.set_due(time.monotonic() + seconds)  # this thread's waits end in time to take the timeout
-        escaping: BaseException | None = None
         try:
+            token = _WATCHDOG.arm(seconds)
+            waits.set_due(time.monotonic() + seconds)  # this thread's waits end in time to take the timeout
             yield
         except BaseException as exc:
             escaping = exc
@@ -120,12 +120,12 @@ def deadline(seconds: float | None) -> Iterator[None]:
         finally:
             fired = False
             try:
-                fired = _WATCHDOG.disarm(token)
+                # not armed (cut short while arming): nothing to disarm; whatever fired is in flight already
+                fired = token is not None and _WATCHDOG.disarm(token)
                 if fired:
                     interrupts.withdraw(target)  # drop the exception if it has not been delivered yet
             except ItemTimeout:
-                fired = True  # delivered just now, so its record is stale: a later shielded step must not raise it
-                interrupts.withdraw(target)
+                fired = True  # delivered just now
             try:
                 end_if_late(fired, escaping)  # delivered, dropped by native code or still pending: late
             finally:
@@ -133,3 +133,15 @@ def deadline(seconds: float | None) -> Iterator[None]:
     finally:
         _LOCAL.armed = False
         waits.set_due(None)
+        _forget(target)
+
+
+def _forget(target: int) -> None:
+    """Nothing of a deadline that has ended stays pending or on record for the thread (or a later
+    thread of its id), whichever way the deadline ended: a later shielded step must not raise it."""
+    while True:
+        try:
+            interrupts.withdraw(target)
+            return
+        except ItemTimeout:  # it was pending and landed as the withdrawing began: nothing is pending now
+            continue
