@@ -7,6 +7,7 @@ import os
 import random
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from PIL import Image
@@ -40,7 +41,7 @@ def test_a_deadline_due_inside_a_shielded_step_is_raised_when_the_step_ends():
         try:
             with deadline(2.0):  # long enough to enter the step first on a loaded machine
                 with shielded():
-                    wait_until(lambda: not _armed_here(threading.get_ident()), message="the deadline never came due")
+                    wait_until(lambda: threading.get_ident() in interrupts._HELD, message="the deadline never came due")
                     for _ in range(10_000):  # bytecodes enough for a delivered exception to land
                         pass
                     steps.append("step done")
@@ -54,23 +55,41 @@ def test_a_deadline_due_inside_a_shielded_step_is_raised_when_the_step_ends():
     assert steps == ["step done", "timed out"]
 
 
-def test_a_deadline_due_inside_a_step_that_then_fails_ends_as_a_timeout():
+class HostAlarm(BaseException):
+    """A host's own interrupt (a trainer's alarm handler raising, say)."""
+
+
+@pytest.mark.parametrize("failure, expected", [(ValueError, ItemTimeout), (HostAlarm, HostAlarm)])
+def test_a_deadline_due_inside_a_step_that_then_fails_ends_as_a_timeout_unless_a_host_interrupted(failure, expected):
     outcome: list[BaseException] = []
+    ident: list[int] = []
 
     def item() -> None:
+        ident.append(threading.get_ident())
         try:
             with deadline(2.0):
                 with shielded():
-                    wait_until(lambda: not _armed_here(threading.get_ident()), message="the deadline never came due")
-                    raise ValueError("the step failed after its item's time was up")
+                    wait_until(lambda: threading.get_ident() in interrupts._HELD, message="the deadline never came due")
+                    raise failure("the step ended after its item's time was up")
         except BaseException as exc:  # noqa: BLE001
             outcome.append(exc)
 
     thread = threading.Thread(target=item)
     thread.start()
     thread.join(60)
-    assert [type(exc) for exc in outcome] == [ItemTimeout]
-    assert threading.get_ident() not in interrupts._SENT
+    assert [type(exc) for exc in outcome] == [expected]
+    assert ident[0] not in interrupts._SENT and ident[0] not in interrupts._HELD and not _armed_here(ident[0])
+
+
+def test_a_deadline_leaves_nothing_of_its_thread_armed():
+    stray = _WATCHDOG.arm(60.0)  # as an arming cut short by a host's signal handler leaves it: armed, its token lost
+    try:
+        with deadline(60.0):
+            pass
+        assert not _armed_here(threading.get_ident())
+    finally:
+        with _WATCHDOG._lock:  # never left to fire into the test process
+            _WATCHDOG._armed.pop(stray, None)
 
 
 def test_a_timeout_delivered_as_its_deadline_ends_is_not_raised_again_by_a_later_step(monkeypatch: pytest.MonkeyPatch):
@@ -191,11 +210,23 @@ def test_a_child_forked_while_a_pool_s_lock_is_held_can_take_it():
 
 
 def test_a_timeout_landing_while_a_media_file_is_opened_leaks_no_descriptor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The timeout is sent just after ``os.open`` returned inside the file opener, before a file
+    object owns the descriptor: unshielded, it landed there and the descriptor leaked."""
     from mmverify.core import media
 
-    fifo = tmp_path / "pipe.wav"
-    os.mkfifo(fifo)
-    monkeypatch.setattr(media, "_OPEN_FLAGS", os.O_RDONLY)  # a blocking open: the item waits inside it
+    clip = tmp_path / "clip.wav"
+    clip.write_bytes(b"RIFF")
+    opened, sent = threading.Event(), threading.Event()
+
+    def open_then_wait(name: str, flags: int) -> int:
+        fd = os.open(name, flags)
+        opened.set()
+        assert sent.wait(60)
+        for _ in range(10_000):  # bytecodes enough for a delivered exception to land here
+            pass
+        return fd
+
+    monkeypatch.setattr(media, "os", SimpleNamespace(**{**vars(os), "open": open_then_wait}))
     outcome: list[BaseException] = []
     ident: list[int] = []
 
@@ -203,25 +234,20 @@ def test_a_timeout_landing_while_a_media_file_is_opened_leaks_no_descriptor(tmp_
         ident.append(threading.get_ident())
         try:
             with deadline(60.0):
-                media.read_bytes(fifo)
+                media.read_bytes(clip)
         except BaseException as exc:  # noqa: BLE001
             outcome.append(exc)
 
     thread = threading.Thread(target=item)
     thread.start()
-
-    def writer() -> int | None:
-        try:  # succeeds once the item's open has the pipe open for reading: it waits inside os.open
-            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError:
-            return None
-
-    write_end = wait_until(writer, message="the item never opened the pipe")
-    interrupts.deliver(ident[0], ItemTimeout)  # as the watchdog would, while the item is inside os.open
-    os.close(write_end)
+    assert opened.wait(60)
+    watchdog = threading.Thread(target=interrupts.deliver, args=(ident[0], ItemTimeout))  # as the watchdog does
+    watchdog.start()
+    watchdog.join(60)
+    sent.set()
     thread.join(60)
     assert [type(exc) for exc in outcome] == [ItemTimeout]
-    assert str(fifo) not in _open_files()  # other tests' threads may open files meanwhile: only this one counts
+    assert str(clip) not in _open_files()  # other tests' threads may open files meanwhile: only this one counts
 
 
 def _open_files() -> set[str]:

@@ -52,8 +52,8 @@ def withdraw(thread_id: int) -> None:
 @contextmanager
 def shielded() -> Iterator[None]:
     """A step that an exception from another thread does not interrupt: one delivered meanwhile
-    (or sent just before, not received yet) is raised when the step ends -- also when the step
-    itself raised, as it would have been raised inside the step."""
+    (or sent just before, not received yet) is raised when the step ends -- also in place of an
+    ordinary exception of the step, as it would have landed inside the step first."""
     me = threading.get_ident()
     with _LOCK:
         sent = _SENT.pop(me, None)
@@ -61,10 +61,12 @@ def shielded() -> Iterator[None]:
             _set_async_exc(me, None)
             _HELD.setdefault(me, sent)
         _DEPTH[me] = _DEPTH.get(me, 0) + 1
-    completed = False
+    failure: BaseException | None = None
     try:
         yield
-        completed = True
+    except BaseException as exc:
+        failure = exc
+        raise
     finally:
         with _LOCK:
             _DEPTH[me] -= 1
@@ -72,11 +74,12 @@ def shielded() -> Iterator[None]:
             if not _DEPTH[me]:
                 del _DEPTH[me]
                 late = _HELD.pop(me, None)
-                if late is not None and not completed:  # the step raised: the held exception follows at once
-                    _set_async_exc(me, late)
-                    _SENT[me] = late
-    if late is not None:
-        raise late
+        # it follows the step's end, or replaces an ordinary failure of the step (it would have
+        # landed inside the step first); an interrupt of another kind or a host's own stands
+        replaces = failure is None or (isinstance(failure, Exception) and not isinstance(failure, Interrupt))
+        failure = None  # no cycle through this frame
+        if late is not None and replaces:
+            raise late
 
 
 def _reset_after_fork() -> None:

@@ -94,12 +94,16 @@ def _read_file(path: Path, max_bytes: int) -> bytes:
         if info.st_size > max_bytes:
             raise MediaError(MediaReason.TOO_LARGE, f"{path} is {info.st_size} bytes (limit {max_bytes})")
         data = handle.read(info.st_size + 1)  # sized by the file: a read allocates what it asks for
-        while info.st_size < len(data) <= max_bytes:  # it grows meanwhile: read on to one byte past the limit
-            more = handle.read(min(_GROWTH_CHUNK, max_bytes + 1 - len(data)))
+        if len(data) <= info.st_size:
+            return data
+        parts, count = [data], len(data)  # it grows meanwhile: read on to one byte past the limit
+        while count <= max_bytes:
+            more = handle.read(min(_GROWTH_CHUNK, max_bytes + 1 - count))
             if not more:
                 break
-            data += more
-        return data
+            parts.append(more)
+            count += len(more)
+        return b"".join(parts)
     except OSError as exc:
         raise MediaError(MediaReason.MISSING, f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
     finally:

@@ -74,6 +74,13 @@ class _Watchdog:
         with self._lock:
             return self._armed.pop(token, None) is None
 
+    def disarm_thread(self, thread_id: int) -> None:
+        """Forget every deadline of a thread (one cut short while arming or disarming, by a host's
+        own signal handler, say, was never disarmed by its token)."""
+        with self._lock:
+            for token in [t for t, (_, thread) in self._armed.items() if thread == thread_id]:
+                del self._armed[token]
+
     def _run(self) -> None:
         with self._cond:
             while True:
@@ -137,11 +144,12 @@ def deadline(seconds: float | None) -> Iterator[None]:
 
 
 def _forget(target: int) -> None:
-    """Nothing of a deadline that has ended stays pending or on record for the thread (or a later
-    thread of its id), whichever way the deadline ended: a later shielded step must not raise it."""
-    while True:
+    """Nothing of a deadline that has ended stays armed, pending or on record for the thread (or a
+    later thread of its id), whichever way the deadline ended: a later shielded step must not raise it."""
+    for _ in range(3):  # a timeout lands at most once: the second try finds nothing pending
         try:
+            _WATCHDOG.disarm_thread(target)
             interrupts.withdraw(target)
             return
-        except ItemTimeout:  # it was pending and landed as the withdrawing began: nothing is pending now
+        except ItemTimeout:  # it was pending and landed as the forgetting began
             continue
