@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from typing import Iterator
 
 
-
 class Interrupt(Exception):
     """An exception raised into a thread from another (an item's timeout): code that turns the
     failures of what it calls into typed errors lets it through."""
