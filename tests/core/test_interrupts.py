@@ -92,57 +92,34 @@ def test_a_deadline_leaves_nothing_of_its_thread_armed():
             _WATCHDOG._armed.pop(stray, None)
 
 
-def test_a_timeout_delivered_as_its_deadline_ends_is_not_raised_again_by_a_later_step(monkeypatch: pytest.MonkeyPatch):
-    """The timeout lands inside the deadline's own ending (while it disarms): the block ends as a
-    timeout, and nothing of it is held for the thread's next shielded step."""
-    disarm = _WATCHDOG.disarm
-
-    def delivered_while_disarming(token: int) -> bool:
-        disarm(token)
-        target = threading.get_ident()
-        watchdog = threading.Thread(target=interrupts.deliver, args=(target, ItemTimeout))  # as the watchdog does
-        watchdog.start()
-        watchdog.join(60)
-        for _ in range(10_000):  # bytecodes enough for it to land here
-            pass
-        raise AssertionError("the timeout was never delivered")
-
-    monkeypatch.setattr(_WATCHDOG, "disarm", delivered_while_disarming)
-    with pytest.raises(ItemTimeout):
-        with deadline(60.0):
-            pass
-    monkeypatch.undo()
-    with shielded():  # outside any deadline: nothing to raise
-        pass
-    assert threading.get_ident() not in interrupts._SENT and threading.get_ident() not in interrupts._HELD
-
-
-def test_a_timeout_landing_while_its_deadline_is_armed_leaves_nothing_behind(monkeypatch: pytest.MonkeyPatch):
+@pytest.mark.parametrize("where", ["arming", "disarming"])
+def test_a_timeout_landing_as_its_deadline_is_armed_or_disarmed_leaves_nothing_behind(where: str, monkeypatch: pytest.MonkeyPatch):
+    """The timeout lands inside the deadline's own arming or ending: the block ends as a timeout,
+    and nothing of it is held for the thread's next shielded step."""
     from mmverify.core import waits
 
-    set_due = waits.set_due
+    if where == "disarming":
+        disarm = _WATCHDOG.disarm
 
-    def delivered_while_arming(due: float | None) -> None:
-        set_due(due)
-        if due is None:
-            return
-        target = threading.get_ident()
-        watchdog = threading.Thread(target=interrupts.deliver, args=(target, ItemTimeout))  # as the watchdog does
-        watchdog.start()
-        watchdog.join(60)
-        for _ in range(10_000):  # bytecodes enough for it to land here
-            pass
-        raise AssertionError("the timeout was never delivered")
+        def hooked(token: int) -> bool:
+            disarm(token)
+            _a_timeout_lands_here()
 
-    monkeypatch.setattr(waits, "set_due", delivered_while_arming)
+        monkeypatch.setattr(_WATCHDOG, "disarm", hooked)
+    else:
+        set_due = waits.set_due
+
+        def hooked(due: float | None) -> None:  # type: ignore[misc]
+            set_due(due)
+            if due is not None:
+                _a_timeout_lands_here()
+
+        monkeypatch.setattr(waits, "set_due", hooked)
     with pytest.raises(ItemTimeout):
         with deadline(60.0):
             pass
     monkeypatch.undo()
-    assert not _armed_here(threading.get_ident())
-    with shielded():  # outside any deadline: nothing to raise
-        pass
-    assert threading.get_ident() not in interrupts._SENT and threading.get_ident() not in interrupts._HELD
+    _nothing_of_it_is_left()
 
 
 def test_a_shielded_step_inside_a_deadline_that_never_comes_due_changes_nothing():
@@ -152,6 +129,29 @@ def test_a_shielded_step_inside_a_deadline_that_never_comes_due_changes_nothing(
                 pass
         done = True
     assert done
+
+
+def _send_timeout(thread_id: int) -> None:
+    """Deliver a timeout into the thread from another one, as the deadline watchdog does."""
+    watchdog = threading.Thread(target=interrupts.deliver, args=(thread_id, ItemTimeout))
+    watchdog.start()
+    watchdog.join(60)
+
+
+def _a_timeout_lands_here() -> None:
+    _send_timeout(threading.get_ident())
+    for _ in range(10_000):  # bytecodes enough for it to land here
+        pass
+    raise AssertionError("the timeout was never delivered")
+
+
+def _nothing_of_it_is_left() -> None:
+    """Nothing of the calling thread's ended deadline is armed, held or on record."""
+    me = threading.get_ident()
+    assert not _armed_here(me)
+    with shielded():  # outside any deadline: nothing to raise
+        pass
+    assert me not in interrupts._SENT and me not in interrupts._HELD
 
 
 def _zombie_children() -> set[int]:
@@ -241,9 +241,7 @@ def test_a_timeout_landing_while_a_media_file_is_opened_leaks_no_descriptor(tmp_
     thread = threading.Thread(target=item)
     thread.start()
     assert opened.wait(60)
-    watchdog = threading.Thread(target=interrupts.deliver, args=(ident[0], ItemTimeout))  # as the watchdog does
-    watchdog.start()
-    watchdog.join(60)
+    _send_timeout(ident[0])
     sent.set()
     thread.join(60)
     assert [type(exc) for exc in outcome] == [ItemTimeout]
