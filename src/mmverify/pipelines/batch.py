@@ -80,7 +80,9 @@ def _score_member(
 class _ItemThreads:
     """At most ``size`` threads that score the items handed to them, started as items arrive and
     kept for the next ones: starting a thread makes the starting thread wait until the new one runs,
-    and among busy item threads that wait for the interpreter lock slowed every item's start."""
+    and among busy item threads that wait for the interpreter lock slowed every item's start.  Not a
+    ``ThreadPoolExecutor``: its threads are joined at interpreter exit, and an item stuck in native
+    code past its deadline would then hold the process open; these are daemon threads."""
 
     def __init__(self, size: int) -> None:
         self._size = size
