@@ -256,3 +256,75 @@ def _open_files() -> set[str]:
         except OSError:  # closed meanwhile
             pass
     return names
+
+
+_PROFILED_AFTER = """
+import sys, threading, time
+from mmverify.core import interrupts
+from mmverify.core.interrupts import shielded
+from mmverify.pipelines.deadlines import deadline
+from mmverify.pipelines.execute import ItemTimeout
+
+scenario = sys.argv[1]
+if scenario == "a deadline that never came due":
+    with deadline(60.0):
+        pass
+elif scenario == "a deadline that came due":
+    try:
+        with deadline(0.01):
+            while True:
+                time.sleep(0.001)
+    except ItemTimeout:
+        pass
+elif scenario == "a timeout held by a shielded step":
+    try:
+        with deadline(0.01):
+            with shielded():
+                while threading.get_ident() not in interrupts._HELD:
+                    time.sleep(0.001)
+    except ItemTimeout:
+        pass
+elif scenario == "a timeout sent, then taken back":
+    try:
+        interrupts.deliver(threading.get_ident(), ItemTimeout)
+        for _ in range(10_000):
+            pass
+    except ItemTimeout:
+        pass
+    interrupts.withdraw()
+    with shielded():  # nothing held: nothing raised
+        pass
+
+def call():
+    return "returned"
+
+sys.setprofile(lambda *args: None)  # cProfile's way in
+print("profiled", call())
+sys.setprofile(None)
+tracer = lambda *args: tracer  # a debugger's or coverage's
+sys.settrace(tracer)
+print("traced", call())
+sys.settrace(None)
+"""
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    ["a deadline that never came due", "a deadline that came due", "a timeout held by a shielded step", "a timeout sent, then taken back"],
+)
+def test_calls_made_under_a_profiler_or_tracer_return_after(scenario: str):
+    """Taking back a pending exception by setting none in its place left CPython 3.11's pending flag
+    raised, and every later profiled or traced call looped for ever (scoring under cProfile,
+    coverage or a debugger hung after its first deadline)."""
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _PROFILED_AFTER, scenario], capture_output=True, text=True, timeout=300,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"a profiled call never returned after {scenario}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["profiled", "returned", "traced", "returned"]

@@ -4,6 +4,11 @@ An exception set with ``PyThreadState_SetAsyncExc`` lands between any two byteco
 thread.  A few steps must not be cut there: starting a process (cut after the fork, its id is lost
 and the process is never reaped) or forgetting one and ending it (cut in between, it runs on
 unseen).  Inside :func:`shielded` such an exception is held back and raised when the step is done.
+
+An exception sent and not raised yet is never taken back by setting none in its place: CPython
+(3.11) then keeps its "asynchronous exception pending" flag raised, and from there on every call
+made under a profiler or tracer (cProfile, coverage, a debugger) loops for ever.  A private
+exception takes its place instead and is raised and caught at once, which lowers the flag.
 """
 
 from __future__ import annotations
@@ -40,12 +45,31 @@ def deliver(thread_id: int, exc: type[BaseException]) -> None:
             _SENT[thread_id] = exc
 
 
-def withdraw(thread_id: int) -> None:
-    """Drop what :func:`deliver` sent the thread and it has not received yet."""
+class _TakenBack(BaseException):
+    """Stands in for an exception taken back from the calling thread (see the module docstring)."""
+
+
+_LANDING_CHECKS = 100  # loop turns, each a point where CPython raises a pending exception (the first does)
+
+
+def _take_back() -> None:
+    """Drop the exception sent to the calling thread and not raised in it yet, if any (lock held)."""
+    try:
+        _set_async_exc(threading.get_ident(), _TakenBack)
+        for _ in range(_LANDING_CHECKS):
+            pass
+    except _TakenBack:
+        return
+    _set_async_exc(threading.get_ident(), None)  # not raised (an interpreter that checks less often): drop it at least
+
+
+def withdraw() -> None:
+    """Drop what :func:`deliver` sent the calling thread and it has not received yet."""
+    me = threading.get_ident()
     with _LOCK:
-        _set_async_exc(thread_id, None)
-        _SENT.pop(thread_id, None)
-        _HELD.pop(thread_id, None)
+        if _SENT.pop(me, None) is not None:
+            _take_back()
+        _HELD.pop(me, None)
 
 
 @contextmanager
@@ -57,7 +81,7 @@ def shielded() -> Iterator[None]:
     with _LOCK:
         sent = _SENT.pop(me, None)
         if sent is not None:  # perhaps still pending: held back instead
-            _set_async_exc(me, None)
+            _take_back()
             _HELD.setdefault(me, sent)
         _DEPTH[me] = _DEPTH.get(me, 0) + 1
     failure: BaseException | None = None

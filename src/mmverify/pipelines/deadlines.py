@@ -130,7 +130,7 @@ def deadline(seconds: float | None) -> Iterator[None]:
                 # not armed (cut short while arming): nothing to disarm; whatever fired is in flight already
                 fired = token is not None and _WATCHDOG.disarm(token)
                 if fired:
-                    interrupts.withdraw(target)  # drop the exception if it has not been delivered yet
+                    interrupts.withdraw()  # drop the exception if it has not been delivered yet
             except ItemTimeout:
                 fired = True  # delivered just now
             try:
@@ -149,7 +149,7 @@ def _forget(target: int) -> None:
     for _ in range(3):  # a timeout lands at most once: the second try finds nothing pending
         try:
             _WATCHDOG.disarm_thread(target)
-            interrupts.withdraw(target)
+            interrupts.withdraw()
             return
         except ItemTimeout:  # it was pending and landed as the forgetting began
             continue
