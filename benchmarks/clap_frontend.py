@@ -16,7 +16,8 @@ clips per second:
   for one batch (the device's with the host's queuing hidden behind a sleeping kernel, front end
   and model apart), the CUDA runtime calls that took the host the longest in one ``embed_audio``
   call (torch's profiler: a call that waits for the device shows there) beside how busy the device
-  was, and ``embed_audio`` with the model replayed from a CUDA graph (an experiment:
+  was, each batch's launch and wait in one such call (did the device finish the batch before while
+  the host launched this one? were pinned host blocks created?), and ``embed_audio`` with the model replayed from a CUDA graph (an experiment:
   ``benchmarks/cuda_graphs.py``).
 
 On the CPU the model rows are skipped unless ``--model`` is given (a forward pass of the full-size
@@ -217,6 +218,75 @@ def runtime_calls(clap: HFClap, clips: list[np.ndarray], top: int = 6) -> str:
     return f"{wall_ms:.0f} ms for {len(clips)} clips, device busy {busy_ms:.0f} ms; {listed}"
 
 
+class _TimedLanding:
+    """A launched batch's handle that notes when its result was asked for and how long that waited."""
+
+    def __init__(self, handle: Any, step: dict[str, float]) -> None:
+        self.handle, self.step = handle, step
+
+    def ready(self) -> bool:
+        return self.handle.ready()
+
+    def result(self) -> Any:
+        asked = time.perf_counter()
+        try:
+            return self.handle.result()
+        finally:
+            self.step["wait_ms"] = 1000 * (time.perf_counter() - asked)
+
+
+def _pinned_blocks() -> tuple[int, float] | None:
+    """Pinned host blocks torch's cache has created so far, and the microseconds spent creating them."""
+    import torch
+
+    stats = torch.cuda.host_memory_stats() if torch.cuda.is_available() and hasattr(torch.cuda, "host_memory_stats") else {}
+    if "num_host_alloc" not in stats:
+        return None
+    return int(stats["num_host_alloc"]), float(stats.get("host_alloc_time.total", 0.0))
+
+
+def batch_steps(clap: HFClap, clips: list[np.ndarray]) -> str:
+    """Each batch of one bulk ``embed_audio`` call: the host's time to launch it, whether the device
+    had finished the batch before it when the launch began and when it ended (done before: the
+    device waited for the host; done only after: the launch waited for the device), how long its
+    result was waited for, and the pinned host blocks created meanwhile (a fresh ``cudaHostAlloc``)."""
+    clap.embed_audio(clips)  # warm: allocator pools, FFT plans
+    steps: list[dict[str, float]] = []
+    launch = clap._launch_audio
+    previous: list[Any] = []
+
+    def logged(batch: list[np.ndarray], padding: str) -> _TimedLanding:
+        before, blocks = (previous[-1].ready() if previous else None), _pinned_blocks()
+        started = time.perf_counter()
+        handle = launch(batch, padding)
+        step = {"launch_ms": 1000 * (time.perf_counter() - started), "done_before": before}
+        step["done_after"] = previous[-1].ready() if previous else None
+        if blocks is not None:
+            now = _pinned_blocks() or blocks
+            step["blocks"], step["block_ms"] = now[0] - blocks[0], (now[1] - blocks[1]) / 1000
+        steps.append(step)
+        previous.append(_TimedLanding(handle, step))
+        return previous[-1]
+
+    clap._launch_audio = logged  # type: ignore[method-assign]
+    try:
+        started = time.perf_counter()
+        clap.embed_audio(clips)
+        wall_ms = 1000 * (time.perf_counter() - started)
+    finally:
+        del clap._launch_audio
+
+    def said(flag: Any) -> str:
+        return "-" if flag is None else "yes" if flag else "no"
+
+    rows = [
+        f"#{i}: launch {s['launch_ms']:.1f} ms (previous done {said(s['done_before'])}/{said(s['done_after'])}), "
+        f"wait {s.get('wait_ms', float('nan')):.1f} ms" + (f", {s['blocks']} pinned blocks {s['block_ms']:.1f} ms" if "blocks" in s else "")
+        for i, s in enumerate(steps)
+    ]
+    return f"{wall_ms:.0f} ms for {len(clips)} clips; " + "; ".join(rows)
+
+
 def diagnosed(measure_it: Any, *args: Any) -> str:
     """A diagnostic row, or why it failed: the rows after it are measured all the same."""
     try:
@@ -276,6 +346,7 @@ def model_rates(
                     yield f"host time to queue a batch of {batch} ({precision})", queue_ms(end_to_end, clips[:batch], repeats)
                     yield f"device time of a batch of {batch} ({precision})", diagnosed(device_ms, end_to_end, clips[:batch], repeats)
                     yield f"CUDA runtime calls of embed_audio ({precision})", diagnosed(runtime_calls, end_to_end, clips[: 4 * batch])
+                    yield f"batch by batch in embed_audio ({precision})", diagnosed(batch_steps, end_to_end, clips[: 4 * batch])
                     yield f"embed_audio, torch, {precision}, CUDA graph", graphed_rate(source, subset, device, batch, precision, repeats)
 
 
