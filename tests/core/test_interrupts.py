@@ -259,11 +259,16 @@ def _open_files() -> set[str]:
 
 
 _PROFILED_AFTER = """
-import sys, threading, time
+import os, sys, threading, time
 from mmverify.core import interrupts
 from mmverify.core.interrupts import shielded
 from mmverify.pipelines.deadlines import deadline
 from mmverify.pipelines.execute import ItemTimeout
+
+def send_timeout(thread_id):  # from another thread, as the watchdog does
+    sender = threading.Thread(target=interrupts.deliver, args=(thread_id, ItemTimeout))
+    sender.start()
+    sender.join()
 
 scenario = sys.argv[1]
 if scenario == "a deadline that never came due":
@@ -278,22 +283,52 @@ elif scenario == "a deadline that came due":
         pass
 elif scenario == "a timeout held by a shielded step":
     try:
-        with deadline(0.01):
+        with deadline(60.0):
             with shielded():
-                while threading.get_ident() not in interrupts._HELD:
-                    time.sleep(0.001)
+                send_timeout(threading.get_ident())
+                assert threading.get_ident() in interrupts._HELD
+                for _ in range(10_000):  # bytecodes where it would land, were it not held
+                    pass
+            raise AssertionError("the held timeout was not raised at the end of the step")
     except ItemTimeout:
         pass
-elif scenario == "a timeout sent, then taken back":
+elif scenario == "a timeout sent, raised, then withdrawn":
     try:
-        interrupts.deliver(threading.get_ident(), ItemTimeout)
+        send_timeout(threading.get_ident())
+        assert threading.get_ident() in interrupts._SENT
         for _ in range(10_000):
             pass
+        raise AssertionError("the timeout was never raised")
     except ItemTimeout:
         pass
     interrupts.withdraw()
-    with shielded():  # nothing held: nothing raised
+    assert threading.get_ident() not in interrupts._SENT
+elif scenario == "a fork while another thread's timeout is pending":
+    blocked = threading.Lock()
+    blocked.acquire()
+    inside, outcome = threading.Event(), []
+
+    def late():
+        inside.set()
+        try:
+            blocked.acquire()  # native code: a timeout sent now stays pending until it returns
+            outcome.append("not interrupted")
+        except ItemTimeout:
+            outcome.append("timed out")
+
+    worker = threading.Thread(target=late)
+    worker.start()
+    inside.wait()
+    interrupts.deliver(worker.ident, ItemTimeout)
+    child = os.fork()
+    if child == 0:  # the child checks its own profiled and traced calls below, the parent waits
         pass
+    else:
+        _, status = os.waitpid(child, 0)
+        blocked.release()
+        worker.join()
+        assert outcome == ["timed out"], outcome  # raised in the parent once the thread came back
+        os._exit(os.waitstatus_to_exitcode(status))
 
 def call():
     return "returned"
@@ -310,12 +345,17 @@ sys.settrace(None)
 
 @pytest.mark.parametrize(
     "scenario",
-    ["a deadline that never came due", "a deadline that came due", "a timeout held by a shielded step", "a timeout sent, then taken back"],
+    [
+        "a deadline that never came due", "a deadline that came due", "a timeout held by a shielded step",
+        "a timeout sent, raised, then withdrawn",
+        pytest.param("a fork while another thread's timeout is pending", marks=pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")),
+    ],
 )
 def test_calls_made_under_a_profiler_or_tracer_return_after(scenario: str):
     """Taking back a pending exception by setting none in its place left CPython 3.11's pending flag
     raised, and every later profiled or traced call looped for ever (scoring under cProfile,
-    coverage or a debugger hung after its first deadline)."""
+    coverage or a debugger hung after its first deadline); so did a forked child whose parent had
+    a timeout pending in another thread."""
     import subprocess
     import sys
 

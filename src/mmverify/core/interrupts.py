@@ -5,10 +5,14 @@ thread.  A few steps must not be cut there: starting a process (cut after the fo
 and the process is never reaped) or forgetting one and ending it (cut in between, it runs on
 unseen).  Inside :func:`shielded` such an exception is held back and raised when the step is done.
 
-An exception sent and not raised yet is never taken back by setting none in its place: CPython
-(3.11) then keeps its "asynchronous exception pending" flag raised, and from there on every call
-made under a profiler or tracer (cProfile, coverage, a debugger) loops for ever.  A private
-exception takes its place instead and is raised and caught at once, which lowers the flag.
+Nothing sent is ever taken back by setting none in its place: CPython 3.11 then keeps its
+"asynchronous exception pending" flag raised, and from there on every call made under a profiler
+or tracer (cProfile, coverage, a debugger) loops for ever.  Nor does it need taking back: a
+thread running Python code raises a pending exception after the next call it makes, so one sent
+before a thread takes ``_LOCK`` is raised, as itself, by the time the thread's first call under
+the lock returns, and :func:`deliver` sends nothing while another thread holds it.  (While the
+late thread is still inside native code, other threads' profiled calls on 3.11 spin until it
+comes back: a CPython limitation, brief by construction.)
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ class Interrupt(Exception):
 
 _LOCK = threading.Lock()
 _DEPTH: dict[int, int] = {}  # thread id -> shielded steps it is inside
-_SENT: dict[int, type[BaseException]] = {}  # thread id -> the exception set in it, maybe not delivered yet
+_SENT: dict[int, type[BaseException]] = {}  # thread id -> the exception set in it (pending while it runs native code)
 _HELD: dict[int, type[BaseException]] = {}  # threads whose exception waits for their step to end
 
 
@@ -45,44 +49,24 @@ def deliver(thread_id: int, exc: type[BaseException]) -> None:
             _SENT[thread_id] = exc
 
 
-class _TakenBack(BaseException):
-    """Stands in for an exception taken back from the calling thread (see the module docstring)."""
-
-
-_LANDING_CHECKS = 100  # loop turns, each a point where CPython raises a pending exception (the first does)
-
-
-def _take_back() -> None:
-    """Drop the exception sent to the calling thread and not raised in it yet, if any (lock held)."""
-    try:
-        _set_async_exc(threading.get_ident(), _TakenBack)
-        for _ in range(_LANDING_CHECKS):
-            pass
-    except _TakenBack:
-        return
-    _set_async_exc(threading.get_ident(), None)  # not raised (an interpreter that checks less often): drop it at least
-
-
 def withdraw() -> None:
-    """Drop what :func:`deliver` sent the calling thread and it has not received yet."""
+    """Forget what :func:`deliver` sent the calling thread (see the module docstring: nothing sent
+    is left pending once this returns; one sent just before is raised here)."""
     me = threading.get_ident()
     with _LOCK:
-        if _SENT.pop(me, None) is not None:
-            _take_back()
+        _SENT.pop(me, None)
         _HELD.pop(me, None)
 
 
 @contextmanager
 def shielded() -> Iterator[None]:
-    """A step that an exception from another thread does not interrupt: one delivered meanwhile
-    (or sent just before, not received yet) is raised when the step ends -- also in place of an
-    ordinary exception of the step, as it would have landed inside the step first."""
+    """A step that an exception from another thread does not interrupt: one delivered meanwhile is
+    raised when the step ends -- also in place of an ordinary exception of the step, as it would
+    have landed inside the step first.  One sent just before is raised as the step begins, before
+    any of it runs."""
     me = threading.get_ident()
     with _LOCK:
-        sent = _SENT.pop(me, None)
-        if sent is not None:  # perhaps still pending: held back instead
-            _take_back()
-            _HELD.setdefault(me, sent)
+        _SENT.pop(me, None)  # one sent before is raised by now, at the latest by this call: the step has not begun
         _DEPTH[me] = _DEPTH.get(me, 0) + 1
     failure: BaseException | None = None
     try:
@@ -105,13 +89,31 @@ def shielded() -> Iterator[None]:
             raise late
 
 
+class _Lowered(BaseException):
+    """Raised and caught in a forked child to lower CPython's pending flag (see :func:`_reset_after_fork`)."""
+
+
+def _lower_pending_flag() -> None:
+    try:
+        _set_async_exc(threading.get_ident(), _Lowered)
+        for _ in range(100):  # every turn is a point where a pending exception is raised
+            pass
+    except _Lowered:
+        pass
+
+
 def _reset_after_fork() -> None:
     global _LOCK
     _LOCK = threading.Lock()
     forking = threading.get_ident()
+    sent_elsewhere = any(thread_id != forking for thread_id in _SENT)
     for table in (_DEPTH, _SENT, _HELD):  # only the forking thread goes on in the child
         for thread_id in [t for t in table if t != forking]:
             del table[thread_id]
+    if sent_elsewhere:
+        # a thread that does not exist here may have had an exception pending, and on 3.11 the
+        # pending flag is the interpreter's: raising one of our own and catching it lowers it
+        _lower_pending_flag()
 
 
 if hasattr(os, "register_at_fork"):
