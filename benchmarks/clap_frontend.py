@@ -17,8 +17,8 @@ clips per second:
   and model apart), the CUDA runtime calls that took the host the longest in one ``embed_audio``
   call (torch's profiler: a call that waits for the device shows there) beside how busy the device
   was, each batch's launch and wait in one such call (did the device finish the batch before while
-  the host launched this one? were pinned host blocks created?), and ``embed_audio`` with the model replayed from a CUDA graph (an experiment:
-  ``benchmarks/cuda_graphs.py``).
+  the host launched this one? were pinned host blocks created?), and ``embed_audio`` with the
+  model replayed from a CUDA graph (an experiment: ``benchmarks/cuda_graphs.py``).
 
 On the CPU the model rows are skipped unless ``--model`` is given (a forward pass of the full-size
 model takes about 0.2 s per clip there).  Timings are the best of ``--repeats`` runs; the rows
@@ -236,10 +236,11 @@ class _TimedLanding:
 
 
 def _pinned_blocks() -> tuple[int, float] | None:
-    """Pinned host blocks torch's cache has created so far, and the microseconds spent creating them."""
+    """Pinned host blocks torch's cache has created so far, and the microseconds that took."""
     import torch
 
-    stats = torch.cuda.host_memory_stats() if torch.cuda.is_available() and hasattr(torch.cuda, "host_memory_stats") else {}
+    available = torch.cuda.is_available() and hasattr(torch.cuda, "host_memory_stats")
+    stats = torch.cuda.host_memory_stats() if available else {}
     if "num_host_alloc" not in stats:
         return None
     return int(stats["num_host_alloc"]), float(stats.get("host_alloc_time.total", 0.0))
@@ -274,14 +275,17 @@ def batch_steps(clap: HFClap, clips: list[np.ndarray]) -> str:
         clap.embed_audio(clips)
         wall_ms = 1000 * (time.perf_counter() - started)
     finally:
-        del clap._launch_audio
+        clap._launch_audio = launch  # type: ignore[method-assign]
 
     def said(flag: Any) -> str:
         return "-" if flag is None else "yes" if flag else "no"
 
+    def blocks(step: dict[str, Any]) -> str:
+        return f", {step['blocks']} pinned blocks {step['block_ms']:.1f} ms" if "blocks" in step else ""
+
     rows = [
         f"#{i}: launch {s['launch_ms']:.1f} ms (previous done {said(s['done_before'])}/{said(s['done_after'])}), "
-        f"wait {s.get('wait_ms', float('nan')):.1f} ms" + (f", {s['blocks']} pinned blocks {s['block_ms']:.1f} ms" if "blocks" in s else "")
+        f"wait {s.get('wait_ms', float('nan')):.1f} ms{blocks(s)}"
         for i, s in enumerate(steps)
     ]
     return f"{wall_ms:.0f} ms for {len(clips)} clips; " + "; ".join(rows)

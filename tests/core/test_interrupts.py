@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import random
+import sys
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -309,8 +310,8 @@ elif scenario == "a fork while another thread's timeout is pending":
     inside, outcome = threading.Event(), []
 
     def late():
-        inside.set()
         try:
+            inside.set()
             blocked.acquire()  # native code: a timeout sent now stays pending until it returns
             outcome.append("not interrupted")
         except ItemTimeout:
@@ -319,10 +320,17 @@ elif scenario == "a fork while another thread's timeout is pending":
     worker = threading.Thread(target=late)
     worker.start()
     inside.wait()
+    acquiring = late.__code__.co_firstlineno + 3
+    while True:  # until it waits inside acquire()
+        frame = sys._current_frames()[worker.ident]
+        if frame.f_code is late.__code__ and frame.f_lineno == acquiring:
+            break
+        time.sleep(0.001)
     interrupts.deliver(worker.ident, ItemTimeout)
     child = os.fork()
     if child == 0:  # the child checks its own profiled and traced calls below, the parent waits
-        pass
+        import signal
+        signal.alarm(150)  # a hanging child must not outlive the test
     else:
         _, status = os.waitpid(child, 0)
         blocked.release()
@@ -348,7 +356,9 @@ sys.settrace(None)
     [
         "a deadline that never came due", "a deadline that came due", "a timeout held by a shielded step",
         "a timeout sent, raised, then withdrawn",
-        pytest.param("a fork while another thread's timeout is pending", marks=pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")),
+        pytest.param(
+            "a fork while another thread's timeout is pending", marks=pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
+        ),
     ],
 )
 def test_calls_made_under_a_profiler_or_tracer_return_after(scenario: str):
@@ -357,14 +367,40 @@ def test_calls_made_under_a_profiler_or_tracer_return_after(scenario: str):
     coverage or a debugger hung after its first deadline); so did a forked child whose parent had
     a timeout pending in another thread."""
     import subprocess
-    import sys
 
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _PROFILED_AFTER, scenario], capture_output=True, text=True, timeout=300,
+            [sys.executable, "-c", _PROFILED_AFTER, scenario], capture_output=True, text=True, timeout=120,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         pytest.fail(f"a profiled call never returned after {scenario}")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["profiled", "returned", "traced", "returned"]
+
+
+def test_a_timeout_sent_while_a_thread_waits_to_enter_a_step_is_raised_before_the_step_counts():
+    """The timeout lands as the first call under the lock returns: the step neither runs nor stays
+    counted (a counted step would shield its thread from every later deadline)."""
+    outcome: list[str] = []
+
+    def item() -> None:
+        try:
+            with shielded():
+                outcome.append("the step ran")
+        except ItemTimeout:
+            outcome.append("timed out")
+
+    with interrupts._LOCK:
+        thread = threading.Thread(target=item)
+        thread.start()
+        wait_until(lambda: _waiting_in(thread, "shielded"), message="the thread never reached the step")
+        interrupts._set_async_exc(thread.ident, ItemTimeout)  # as deliver() would, had it the lock
+    thread.join(60)
+    assert outcome == ["timed out"]
+    assert thread.ident not in interrupts._DEPTH and thread.ident not in interrupts._SENT
+
+
+def _waiting_in(thread: threading.Thread, function: str) -> bool:
+    frame = sys._current_frames().get(thread.ident)  # type: ignore[arg-type]
+    return frame is not None and frame.f_code.co_name == function

@@ -7,12 +7,14 @@ unseen).  Inside :func:`shielded` such an exception is held back and raised when
 
 Nothing sent is ever taken back by setting none in its place: CPython 3.11 then keeps its
 "asynchronous exception pending" flag raised, and from there on every call made under a profiler
-or tracer (cProfile, coverage, a debugger) loops for ever.  Nor does it need taking back: a
-thread running Python code raises a pending exception after the next call it makes, so one sent
-before a thread takes ``_LOCK`` is raised, as itself, by the time the thread's first call under
-the lock returns, and :func:`deliver` sends nothing while another thread holds it.  (While the
-late thread is still inside native code, other threads' profiled calls on 3.11 spin until it
-comes back: a CPython limitation, brief by construction.)
+or tracer (cProfile, coverage, a debugger) loops for ever.  Nor does it need taking back: CPython
+raises a pending exception when a call of a C method returns (not after every builtin: ``len``
+and ``isinstance`` are exempt), so one sent before a thread takes ``_LOCK`` is raised, as itself,
+when the ``dict.pop`` that each of :func:`withdraw` and :func:`shielded` makes first under the
+lock returns -- before anything of theirs changes -- and :func:`deliver` sends nothing while
+another thread holds the lock.  (While the late thread is still inside native code, profiled
+calls of other threads spin on 3.11 until it comes back, as long as the rest of that native
+call: a CPython limitation.)
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ def deliver(thread_id: int, exc: type[BaseException]) -> None:
         if _DEPTH.get(thread_id):
             _HELD[thread_id] = exc
         else:
+            _SENT[thread_id] = exc  # first: a process forked right after the send knows of it
             _set_async_exc(thread_id, exc)
-            _SENT[thread_id] = exc
 
 
 def withdraw() -> None:
@@ -54,7 +56,7 @@ def withdraw() -> None:
     is left pending once this returns; one sent just before is raised here)."""
     me = threading.get_ident()
     with _LOCK:
-        _SENT.pop(me, None)
+        _SENT.pop(me, None)  # first, as in shielded()
         _HELD.pop(me, None)
 
 
@@ -66,7 +68,7 @@ def shielded() -> Iterator[None]:
     any of it runs."""
     me = threading.get_ident()
     with _LOCK:
-        _SENT.pop(me, None)  # one sent before is raised by now, at the latest by this call: the step has not begun
+        _SENT.pop(me, None)  # first: one sent before is raised as this call returns, before the step counts
         _DEPTH[me] = _DEPTH.get(me, 0) + 1
     failure: BaseException | None = None
     try:
@@ -112,7 +114,9 @@ def _reset_after_fork() -> None:
             del table[thread_id]
     if sent_elsewhere:
         # a thread that does not exist here may have had an exception pending, and on 3.11 the
-        # pending flag is the interpreter's: raising one of our own and catching it lowers it
+        # pending flag is the interpreter's: raising one of our own and catching it lowers it (a
+        # timeout pending for the forking thread itself is replaced; its deadline, if it fired,
+        # still ends the block as a timeout: see execute.end_if_late)
         _lower_pending_flag()
 
 

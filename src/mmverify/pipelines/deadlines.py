@@ -11,8 +11,8 @@ A deadline that fired ends its block as a timeout whatever the block did next
 Steps that must not be cut in two -- starting or ending a decoding process -- run shielded
 (:func:`mmverify.core.interrupts.shielded`): a deadline due inside one is raised when it ends.
 
-Deadlines do not nest in one thread: a thread has one pending asynchronous exception, so an inner
-deadline clearing its own undelivered timeout could clear an outer one that fired meanwhile.
+Deadlines do not nest in one thread: a thread has one pending asynchronous exception and one
+record of it, so an inner deadline's timeout and an outer one's could not be told apart.
 """
 
 from __future__ import annotations
@@ -130,11 +130,11 @@ def deadline(seconds: float | None) -> Iterator[None]:
                 # not armed (cut short while arming): nothing to disarm; whatever fired is in flight already
                 fired = token is not None and _WATCHDOG.disarm(token)
                 if fired:
-                    interrupts.withdraw()  # drop the exception if it has not been delivered yet
+                    interrupts.withdraw()  # raises it here if it has not landed yet, and forgets it
             except ItemTimeout:
                 fired = True  # delivered just now
             try:
-                end_if_late(fired, escaping)  # delivered, dropped by native code or still pending: late
+                end_if_late(fired, escaping)  # fired, whether it landed or native code dropped it: late
             finally:
                 escaping = None  # no cycle through this frame (see end_if_late)
     finally:
