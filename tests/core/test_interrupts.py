@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import io
 import os
 import random
@@ -391,16 +392,18 @@ def test_a_timeout_sent_while_a_thread_waits_to_enter_a_step_is_raised_before_th
         except ItemTimeout:
             outcome.append("timed out")
 
+    source, first = inspect.getsourcelines(interrupts.shielded.__wrapped__)
+    locking = first + next(i for i, line in enumerate(source) if "with _LOCK:" in line)
     with interrupts._LOCK:
         thread = threading.Thread(target=item)
         thread.start()
-        wait_until(lambda: _waiting_in(thread, "shielded"), message="the thread never reached the step")
+        wait_until(lambda: _waiting_at(thread, "shielded", locking), message="the thread never waited for the lock")
         interrupts._set_async_exc(thread.ident, ItemTimeout)  # as deliver() would, had it the lock
     thread.join(60)
     assert outcome == ["timed out"]
     assert thread.ident not in interrupts._DEPTH and thread.ident not in interrupts._SENT
 
 
-def _waiting_in(thread: threading.Thread, function: str) -> bool:
+def _waiting_at(thread: threading.Thread, function: str, line: int) -> bool:
     frame = sys._current_frames().get(thread.ident)  # type: ignore[arg-type]
-    return frame is not None and frame.f_code.co_name == function
+    return frame is not None and frame.f_code.co_name == function and frame.f_lineno == line
