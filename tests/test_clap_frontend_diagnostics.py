@@ -35,5 +35,7 @@ def test_batch_steps_reports_every_launched_batch_and_leaves_the_backend_as_it_w
     assert [index for index, _ in steps] == ["0", "1", "2"]
     assert [done for _, done in steps] == ["-/-", "yes/yes", "yes/yes"]  # nothing before the first; CPU batches end as launched
     assert "pinned blocks" not in row  # no pinned memory without CUDA
+    wall, outside = (float(x) for x in re.match(r"(\d+) ms for 10 clips, (-?\d+) outside launches and waits; ", row).groups())
+    assert 0 <= outside <= wall
     assert clap._launch_audio == HFClap._launch_audio.__get__(clap)  # its own launch again
     np.testing.assert_array_equal(clap.embed_audio(clips), before)

@@ -15,7 +15,7 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
@@ -281,12 +281,17 @@ class Backend(ABC):
         it (a backend that runs one input per forward)."""
         return self.batch_size
 
-    def run_batched(self, kind: Any, inputs: Sequence[Any], compute: Any, shape: Any = None) -> list[Any]:
-        """``compute``'s outputs for ``inputs`` on this backend's fixed batch shape, merged with other
-        items' requests when scored together (see :func:`.batching.forward`)."""
+    def run_batched(
+        self, kind: Any, inputs: Sequence[Any], compute: Any, shape: Any = None, prepare: Callable[[Any], Any] | None = None
+    ) -> list[Any]:
+        """``compute``'s outputs for ``inputs`` (each made by ``prepare`` first, when given) on this
+        backend's fixed batch shape, merged with other items' requests when scored together (see
+        :func:`.batching.forward`)."""
         from .batching import forward, one_shape
 
-        return forward(self, kind, inputs, compute, self.rows_per_forward or 1, shape or one_shape, self.rows_by_content)
+        return forward(
+            self, kind, inputs, compute, self.rows_per_forward or 1, shape or one_shape, self.rows_by_content, prepare
+        )
 
     @property
     def rows_by_content(self) -> bool:

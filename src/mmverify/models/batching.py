@@ -77,18 +77,22 @@ def outside_round() -> Iterator[None]:
 
 def forward(
     owner: object, kind: Hashable, inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = one_shape,
-    by_content: bool = True,
+    by_content: bool = True, prepare: Callable[[Any], Any] | None = None,
 ) -> list[Any]:
     """One output per input, in order.  ``kind`` must name everything besides the inputs that
     changes ``compute``'s result (a padding rule, a language): requests of one ``owner`` and
     ``kind`` share batches and are computed by whichever of their ``compute`` comes first.
-    ``by_content``: each input in the row its content picks, else rows packed (one rule per owner)."""
+    ``by_content``: each input in the row its content picks, else rows packed (one rule per owner).
+    ``prepare`` makes each input what is computed: in a round here and now, in a bulk call as its
+    batch forms (see :func:`compute_now`); either way its errors reach this caller."""
     items = list(inputs)
     if not items:
         return []
     batch_round = current_round()
     if batch_round is None:
-        return compute_now(items, compute, batch_size, shape, owner, by_content)
+        return compute_now(items, compute, batch_size, shape, owner, by_content, prepare)
+    if prepare is not None:
+        items = [prepare(item) for item in items]
     return batch_round.submit(owner, kind, items, compute, batch_size, shape, by_content)
 
 

@@ -135,16 +135,17 @@ class ClapBackend(Backend):
 
     def _cached(
         self, kind: str, keys: list[str], items: list[Any], compute: Callable[[list[Any]], np.ndarray], forward_kind: Any,
-        shape: Callable[[Any], Any] | None = None,
+        shape: Callable[[Any], Any] | None = None, prepare: Callable[[Any], Any] | None = None,
     ) -> np.ndarray:
         """Unit rows of ``items``: cached ones looked up, the rest computed through
-        :func:`~mmverify.models.batching.forward` (``forward_kind`` names the computation)."""
+        :func:`~mmverify.models.batching.forward` (``forward_kind`` names the computation; ``prepare``
+        makes an item what is computed)."""
         rows: list[np.ndarray | None] = [None] * len(items)
         if self.cache is not None:
             for i, key in enumerate(keys):
                 rows[i] = self.cache.get_array(key)
         todo = [i for i, row in enumerate(rows) if row is None]
-        embedded = self.run_batched(forward_kind, [items[i] for i in todo], then(compute, _l2_rows), shape)
+        embedded = self.run_batched(forward_kind, [items[i] for i in todo], then(compute, _l2_rows), shape, prepare)
         for i, row in zip(todo, embedded):
             rows[i] = row
             if self.cache is not None:
@@ -173,28 +174,38 @@ class ClapBackend(Backend):
         ``fill``) and the content hashes of the clips as passed in -- with ``digests=False`` only
         those a crop needs (hashing a clip costs about a fifth of resampling it), None elsewhere."""
         check_padding(padding)
-        arrays = [validate_waveform(clip, allow_empty=padding == "zero") for clip in clips]
-        max_samples = self._max_samples()
-        hashes = [array_digest(array) if digests or array.shape[0] > max_samples else None for array in arrays]
-        cropped = [deterministic_crop(a, max_samples, d) for a, d in zip(arrays, hashes)]
-        if padding == "zero" and fill:
-            cropped = [zero_pad(clip, max_samples) for clip in cropped]
-        return cropped, hashes
+        pairs = [self._prepared(clip, padding, fill, digests) for clip in clips]
+        return [clip for clip, _ in pairs], [digest for _, digest in pairs]
+
+    def _prepared(self, clip: np.ndarray, padding: str, fill: bool, digest: bool) -> tuple[np.ndarray, str | None]:
+        """One clip of :meth:`prepare`: the waveform the model is given, and its content hash."""
+        array = validate_waveform(clip, allow_empty=padding == "zero")
+        window = self._max_samples()
+        content = array_digest(array) if digest or array.shape[0] > window else None
+        cropped = deterministic_crop(array, window, content)
+        return (zero_pad(cropped, window) if padding == "zero" and fill else cropped), content
 
     def embed_audio(self, clips: Sequence[np.ndarray], padding: str | None = None) -> np.ndarray:
         """(N, D) float32 unit rows; clips are mono float32 at ``sample_rate``.  ``padding`` is
         ``"zero"`` (default) or ``"repeat"`` (see the module docstring)."""
         padding = check_padding(DEFAULT_PADDING if padding is None else padding)
         self.ensure_loaded()
-        prepared, digests = self.prepare(clips, padding, fill=not self._pads_clips(), digests=self.cache is not None)
+        fill, compute, kind = not self._pads_clips(), self._audio_compute(padding), ("clap_audio", padding)
+        if self.cache is None:  # no keys to look up: each clip is prepared as its batch forms
+
+            def prepared(clip: np.ndarray) -> np.ndarray:
+                return self._prepared(clip, padding, fill, False)[0]
+
+            return self._cached("clap_audio", [], list(clips), compute, kind, prepare=prepared)
+        prepared, digests = self.prepare(clips, padding, fill=fill)
         max_samples = self._max_samples()
         keys = [
             OutputCache.key(
                 self.fingerprint, "clap_audio", str(d), crop=self.crop_policy, pad=padding, max_samples=max_samples, sr=self.sample_rate
             )
             for d in digests
-        ] if self.cache is not None else []
-        return self._cached("clap_audio", keys, prepared, self._audio_compute(padding), ("clap_audio", padding))
+        ]
+        return self._cached("clap_audio", keys, prepared, compute, kind)
 
     def embed_text(self, texts: Sequence[str]) -> np.ndarray:
         """(N, D) float32 unit rows in the same space as :meth:`embed_audio`."""

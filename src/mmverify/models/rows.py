@@ -25,7 +25,7 @@ import hashlib
 from collections import deque
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Hashable, Iterable, Sequence
+from typing import Any, Callable, ContextManager, Hashable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -259,29 +259,24 @@ def one_shape(_: Any) -> None:
 
 def compute_now(
     inputs: Sequence[Any], compute: Compute, batch_size: int, shape: ShapeOf = one_shape, owner: object = None,
-    by_content: bool = True,
+    by_content: bool = True, prepare: Callable[[Any], Any] | None = None,
 ) -> list[Any]:
     """Outputs of ``compute`` for ``inputs``, in order, computed in fixed-shape batches here and now
-    (under ``owner``'s lock when one is named); ``by_content``: see :class:`RowQueue`.  A
-    :class:`Staged` computation has at most two batches started at a time; the lock is held while
-    one launches (a finish only waits for its results, so another thread's batch may run between)."""
+    (under ``owner``'s lock when one is named); ``by_content``: see :class:`RowQueue`.  ``prepare``,
+    when given, makes each input what is computed (digests, shapes and rows are the prepared
+    input's).  A :class:`Staged` computation has at most two batches started at a time; the lock is
+    held while one launches (a finish only waits for its results, so another thread's batch may run
+    between).  Packed, each batch is formed -- its inputs prepared and digested -- just before it
+    launches, so that host work overlaps the device's work on the batches before it."""
     outputs: list[Any] = [None] * len(inputs)
-    queues: dict[Hashable, RowQueue] = {}
-    for index, item in enumerate(inputs):
-        queues.setdefault(shape(item), RowQueue(batch_size, by_content)).add(Waiting(item, index, content_digest(item)))
-    layers = [layer for queue in queues.values() for layer in queue.layers()]
-
-    def deliver(layer: list[Row], computed: list[Any]) -> None:
-        for row, output in zip(layer, computed):
-            for waiting, own in zip(row.receivers, share(output, len(row.receivers))):
-                outputs[waiting.receiver] = own
-
+    layers = (_content_layers if by_content else _packed_layers)(inputs, batch_size, shape, prepare)
+    computed: list[tuple[list[Row], list[Any]]] = []
     if isinstance(compute, Staged):
         started: deque[tuple[list[Row], list[tuple[int, Any]], Any]] = deque()
 
         def finish_oldest() -> None:
             layer, placed, handle = started.popleft()
-            deliver(layer, placed_outputs(compute.finish(handle), placed, batch_size))
+            computed.append((layer, placed_outputs(compute.finish(handle), placed, batch_size)))
 
         for layer in layers:
             placed = [(row.slot, row.item) for row in layer]
@@ -291,13 +286,54 @@ def compute_now(
                 finish_oldest()
         while started:
             finish_oldest()
-        return outputs
-    for layer in layers:
-        placed = [(row.slot, row.item) for row in layer]
-        with _held(owner):
-            computed = run_rows(compute, placed, batch_size)
-        deliver(layer, computed)
+    else:
+        for layer in layers:
+            placed = [(row.slot, row.item) for row in layer]
+            with _held(owner):
+                computed.append((layer, run_rows(compute, placed, batch_size)))
+    # delivered once every batch is done: packed, an input may join a row whose batch already ran
+    for layer, layer_outputs in computed:
+        for row, output in zip(layer, layer_outputs):
+            for waiting, own in zip(row.receivers, share(output, len(row.receivers))):
+                outputs[waiting.receiver] = own
     return outputs
+
+
+def _content_layers(
+    inputs: Sequence[Any], rows: int, shape: ShapeOf, prepare: Callable[[Any], Any] | None
+) -> list[list[Row]]:
+    """The layers of rows by content: every input is queued first, since a layer takes the first
+    input waiting for each row."""
+    queues: dict[Hashable, RowQueue] = {}
+    for index, raw in enumerate(inputs):
+        item = raw if prepare is None else prepare(raw)
+        queues.setdefault(shape(item), RowQueue(rows, True)).add(Waiting(item, index, content_digest(item)))
+    return [layer for queue in queues.values() for layer in queue.layers()]
+
+
+def _packed_layers(
+    inputs: Sequence[Any], rows: int, shape: ShapeOf, prepare: Callable[[Any], Any] | None
+) -> Iterator[list[Row]]:
+    """The layers a packed :class:`RowQueue` per shape forms -- each shape's distinct inputs in the
+    order they came, ``rows`` at a time, a repeated input in the row of its first -- each as soon
+    as it is full, the partial ones at the end."""
+    filling: dict[Hashable, list[Row]] = {}
+    placed: dict[int, list[Row]] = {}  # digest -> rows, of every layer so far
+    for index, raw in enumerate(inputs):
+        item = raw if prepare is None else prepare(raw)
+        waiting = Waiting(item, index, content_digest(item))
+        twin = next((row for row in placed.get(waiting.digest, ()) if same_input(row.item, item)), None)
+        if twin is not None:
+            twin.receivers.append(waiting)
+            continue
+        key = shape(item)
+        layer = filling.setdefault(key, [])
+        row = Row(len(layer), item, [waiting])
+        layer.append(row)
+        placed.setdefault(waiting.digest, []).append(row)
+        if len(layer) == rows:
+            yield filling.pop(key)
+    yield from filling.values()
 
 
 def _held(owner: object) -> ContextManager[None]:
