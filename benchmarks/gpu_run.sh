@@ -9,6 +9,7 @@
 #                                        # Whisper on 512 of the 2,048 items: a large-v3 encoder costs ~2 TFLOP a clip
 #   bash benchmarks/gpu_run.sh score     # CLAP with media decoded in 8 processes (Reward, `score --workers 1`),
 #                                        # then through `mmverify score --workers 2` and `--workers 4`
+#   bash benchmarks/gpu_run.sh embed     # CLAP embed_audio alone over 2,048 clips, with its diagnostics (~190 s on an H100)
 #   bash benchmarks/gpu_run.sh workers   # CLAP at scale: embed_audio over 2,048 clips with the device's own time per
 #                                        # batch, then `mmverify score --workers 4` and `--workers 2` sharing the GPU,
 #                                        # with their rates once rows flow (worker start-up left out)
@@ -23,9 +24,9 @@
 # DEVICE (cuda) and QUICK=1 (tiny workloads: a check of this script on any machine) can be set.
 set -u
 cd "$(dirname "$0")/.."
-part=${1:?"which part: clap, models, scoring, score, workers, all or profile"}
-case $part in clap | models | scoring | score | workers | all | profile) ;;
-  *) echo "unknown part: $part (clap, models, scoring, score, workers, all or profile)" >&2; exit 2 ;;
+part=${1:?"which part: clap, models, scoring, score, embed, workers, all or profile"}
+case $part in clap | models | scoring | score | embed | workers | all | profile) ;;
+  *) echo "unknown part: $part (clap, models, scoring, score, embed, workers, all or profile)" >&2; exit 2 ;;
 esac
 out=${OUT:-/tmp/gpu-out}
 python=${PYTHON:-python3}
@@ -126,6 +127,8 @@ if [ "$quick" = 1 ]; then
       run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 \
         --tasks clap --workers 2 --workers-only "${size[@]}"
       mv "$out/batched_scoring.log" "$out/score_workers_2.log" ;;
+    embed)
+      run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 --model "${size[@]}" ;;
     workers)
       run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 --model "${size[@]}"
       run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 2 --check 2 \
@@ -173,8 +176,10 @@ case $part in
         --baseline-items 128 --repeats 1 --tasks clap --workers "$workers" --workers-only
       mv "$out/batched_scoring.log" "$out/score_workers_$workers.log"
     done ;;
-  workers)  # the caps add up to 400 s: with set-up, one call of a 15-minute lease's last eight minutes
-    run clap_frontend 110 --device "$device" --clips 2048 --batch-sizes 128 --numpy-clips 16 --repeats 1
+  embed)  # on an H100 host: about 20 s of imports, then about 150 s of rows
+    run clap_frontend 240 --device "$device" --clips 2048 --batch-sizes 128 --numpy-clips 16 --repeats 1 ;;
+  workers)  # the caps add up to 440 s: with set-up, one call of a 15-minute lease's last nine minutes
+    run clap_frontend 150 --device "$device" --clips 2048 --batch-sizes 128 --numpy-clips 16 --repeats 1
     for workers in 4 2; do  # one model copy per worker on the GPU, one interpreter lock each for the items' work
       run batched_scoring 145 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
         --baseline-items 32 --repeats 1 --tasks clap --workers "$workers" --workers-only
