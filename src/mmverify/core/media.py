@@ -13,11 +13,12 @@ import os
 import re
 import stat
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from math import gcd
 from pathlib import Path
-from typing import Any, BinaryIO, Union
+from typing import Any, BinaryIO, Iterator, Union
 
 import numpy as np
 
@@ -82,19 +83,10 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXE
 
 
 def _read_file(path: Path, max_bytes: int) -> bytes:
-    """A regular file's bytes, at most ``max_bytes + 1`` of them (one descriptor: what is checked is
-    what is read)."""
-    handle: BinaryIO | None = None
-    try:
-        with shielded():  # a timeout landing between os.open and the file object would leak the descriptor
-            handle = _opened(path)
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise MediaError(MediaReason.MISSING, f"cannot read {path}: not a regular file")
-        if info.st_size > max_bytes:
-            raise MediaError(MediaReason.TOO_LARGE, f"{path} is {info.st_size} bytes (limit {max_bytes})")
-        data = handle.read(info.st_size + 1)  # sized by the file: a read allocates what it asks for
-        if len(data) <= info.st_size:
+    """A regular file's bytes, at most ``max_bytes + 1`` of them."""
+    with _regular_file(path, max_bytes) as (handle, size):
+        data = handle.read(size + 1)  # sized by the file: a read allocates what it asks for
+        if len(data) <= size:
             return data
         parts, count = [data], len(data)  # it grows meanwhile: read on to one byte past the limit
         while count <= max_bytes:
@@ -104,6 +96,22 @@ def _read_file(path: Path, max_bytes: int) -> bytes:
             parts.append(more)
             count += len(more)
         return b"".join(parts)
+
+
+@contextmanager
+def _regular_file(path: Path, max_bytes: int) -> Iterator[tuple[BinaryIO, int]]:
+    """``path`` open, with its size, once it is known to be a regular file of at most ``max_bytes``
+    (one descriptor: what is checked is what is read); an OSError meanwhile is a MISSING error."""
+    handle: BinaryIO | None = None
+    try:
+        with shielded():  # a timeout landing between os.open and the file object would leak the descriptor
+            handle = _opened(path)
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise MediaError(MediaReason.MISSING, f"cannot read {path}: not a regular file")
+        if info.st_size > max_bytes:
+            raise MediaError(MediaReason.TOO_LARGE, f"{path} is {info.st_size} bytes (limit {max_bytes})")
+        yield handle, info.st_size
     except OSError as exc:
         raise MediaError(MediaReason.MISSING, f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
     finally:
@@ -267,11 +275,38 @@ def load_audio(
     source: MediaSource, sample_rate: int | None = None, limits: MediaLimits = DEFAULT_LIMITS
 ) -> tuple[np.ndarray, int]:
     """Decode audio to mono ``float32``; resample to ``sample_rate`` when given."""
+    if isinstance(source, bytes):
+        mono, native_sr = _decode_audio(io.BytesIO(read_bytes(source, limits)), limits)
+    else:
+        mono, native_sr = _decode_audio_file(Path(source), limits)
+    if sample_rate is not None and sample_rate != native_sr:
+        mono = resample(mono, native_sr, sample_rate)
+        native_sr = sample_rate
+    return np.ascontiguousarray(mono, dtype=np.float32), native_sr
+
+
+def _decode_audio_file(path: Path, limits: MediaLimits) -> tuple[np.ndarray, int]:
+    """A file decoded by libsndfile from its descriptor, which makes no Python call per read (from
+    bytes in memory it makes dozens, each taking the interpreter lock back from other threads).  A
+    file refused that way is decoded again from its bytes, which refuses it with the words rows
+    have always carried (libsndfile's message would name the descriptor).  The byte limit is
+    checked when the file is opened; what a file growing meanwhile adds is bounded by the sample
+    limits."""
+    try:
+        with _regular_file(path, limits.max_bytes) as (handle, size):
+            if size:  # an empty file: refused below, before any decoder sees it
+                return _decode_audio(handle.fileno(), limits)
+    except MediaError:
+        pass
+    return _decode_audio(io.BytesIO(read_bytes(path, limits)), limits)
+
+
+def _decode_audio(file: int | BinaryIO, limits: MediaLimits) -> tuple[np.ndarray, int]:
+    """Mono samples and their rate, from an open descriptor or a file object."""
     import soundfile as sf
 
-    data = read_bytes(source, limits)
     try:
-        with sf.SoundFile(io.BytesIO(data)) as handle:
+        with sf.SoundFile(file, closefd=False) as handle:
             native_sr = int(handle.samplerate)
             if native_sr <= 0:
                 raise MediaError(MediaReason.UNDECODABLE, f"invalid sample rate {native_sr}")
@@ -291,7 +326,4 @@ def load_audio(
         raise MediaError(MediaReason.UNDECODABLE, f"not decodable audio ({_describe(exc)})") from None
     if mono.shape[0] == 0:
         raise MediaError(MediaReason.EMPTY, "audio has no samples")
-    if sample_rate is not None and sample_rate != native_sr:
-        mono = resample(mono, native_sr, sample_rate)
-        native_sr = sample_rate
-    return np.ascontiguousarray(mono, dtype=np.float32), native_sr
+    return mono, native_sr
