@@ -86,30 +86,21 @@ def test_limits_refuse_a_file_as_they_refuse_its_bytes(tmp_path: Path):
     assert outcome(empty) == ("refused", "media_empty", "zero-length media")
 
 
-def test_the_descriptor_is_closed_however_decoding_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    closed: list[bool] = []
-    real = media._regular_file
+def test_every_descriptor_opened_is_closed_however_decoding_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    handles = []
+    real = media._opened
 
-    def watched(path, max_bytes):
-        context = real(path, max_bytes)
-        handle, _ = context.__enter__()
+    def noted(path):
+        handles.append(real(path))
+        return handles[-1]
 
-        class Watch:
-            def __enter__(self):
-                return handle, path.stat().st_size
-
-            def __exit__(self, *exc):
-                result = context.__exit__(*exc)
-                closed.append(handle.closed)
-                return result
-
-        return Watch()
-
-    monkeypatch.setattr(media, "_regular_file", watched)
-    good, bad = tmp_path / "good.wav", tmp_path / "bad.wav"
+    monkeypatch.setattr(media, "_opened", noted)
+    good, bad, empty = tmp_path / "good.wav", tmp_path / "bad.wav", tmp_path / "empty.wav"
     sf.write(good, np.zeros(100, dtype=np.float32), 16_000)
     bad.write_bytes(b"RIFF" + bytes(60))
+    empty.write_bytes(b"")
     load_audio(good)
-    with pytest.raises(MediaError):
-        load_audio(bad)
-    assert closed and all(closed)
+    for refused in (bad, empty):
+        with pytest.raises(MediaError):
+            load_audio(refused)
+    assert len(handles) == 5 and all(handle.closed for handle in handles)  # good once, the others twice

@@ -13,12 +13,11 @@ import os
 import re
 import stat
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from math import gcd
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Union
+from typing import Any, BinaryIO, Union
 
 import numpy as np
 
@@ -83,8 +82,13 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXE
 
 
 def _read_file(path: Path, max_bytes: int) -> bytes:
-    """A regular file's bytes, at most ``max_bytes + 1`` of them."""
-    with _regular_file(path, max_bytes) as (handle, size):
+    """A regular file's bytes, at most ``max_bytes + 1`` of them (one descriptor: what is checked is
+    what is read)."""
+    handle: BinaryIO | None = None
+    try:
+        with shielded():  # a timeout landing between os.open and the file object would leak the descriptor
+            handle = _opened(path)
+        size = _checked_size(handle, path, max_bytes)
         data = handle.read(size + 1)  # sized by the file: a read allocates what it asks for
         if len(data) <= size:
             return data
@@ -96,27 +100,21 @@ def _read_file(path: Path, max_bytes: int) -> bytes:
             parts.append(more)
             count += len(more)
         return b"".join(parts)
-
-
-@contextmanager
-def _regular_file(path: Path, max_bytes: int) -> Iterator[tuple[BinaryIO, int]]:
-    """``path`` open, with its size, once it is known to be a regular file of at most ``max_bytes``
-    (one descriptor: what is checked is what is read); an OSError meanwhile is a MISSING error."""
-    handle: BinaryIO | None = None
-    try:
-        with shielded():  # a timeout landing between os.open and the file object would leak the descriptor
-            handle = _opened(path)
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise MediaError(MediaReason.MISSING, f"cannot read {path}: not a regular file")
-        if info.st_size > max_bytes:
-            raise MediaError(MediaReason.TOO_LARGE, f"{path} is {info.st_size} bytes (limit {max_bytes})")
-        yield handle, info.st_size
     except OSError as exc:
         raise MediaError(MediaReason.MISSING, f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
     finally:
         if handle is not None:
             handle.close()
+
+
+def _checked_size(handle: BinaryIO, path: Path, max_bytes: int) -> int:
+    """The size of the open ``path``, once it is known to be a regular file of at most ``max_bytes``."""
+    info = os.fstat(handle.fileno())
+    if not stat.S_ISREG(info.st_mode):
+        raise MediaError(MediaReason.MISSING, f"cannot read {path}: not a regular file")
+    if info.st_size > max_bytes:
+        raise MediaError(MediaReason.TOO_LARGE, f"{path} is {info.st_size} bytes (limit {max_bytes})")
+    return info.st_size
 
 
 _GROWTH_CHUNK = 1 << 20
@@ -288,16 +286,21 @@ def load_audio(
 def _decode_audio_file(path: Path, limits: MediaLimits) -> tuple[np.ndarray, int]:
     """A file decoded by libsndfile from its descriptor, which makes no Python call per read (from
     bytes in memory it makes dozens, each taking the interpreter lock back from other threads).  A
-    file refused that way is decoded again from its bytes, which refuses it with the words rows
-    have always carried (libsndfile's message would name the descriptor).  The byte limit is
-    checked when the file is opened; what a file growing meanwhile adds is bounded by the sample
-    limits."""
+    file refused that way (by any check) is read and decoded again from its bytes, which refuses it
+    with the words rows have always carried: libsndfile's message would name the descriptor.  The
+    byte limit is checked when the file is opened; a file growing meanwhile is bounded by the
+    sample limits (its bytes, read later, could be refused as too large)."""
+    handle: BinaryIO | None = None
     try:
-        with _regular_file(path, limits.max_bytes) as (handle, size):
-            if size:  # an empty file: refused below, before any decoder sees it
-                return _decode_audio(handle.fileno(), limits)
-    except MediaError:
+        with shielded():  # as in _read_file
+            handle = _opened(path)
+        if _checked_size(handle, path, limits.max_bytes):  # an empty file: refused below, before any decoder sees it
+            return _decode_audio(handle.fileno(), limits)
+    except (MediaError, OSError):
         pass
+    finally:
+        if handle is not None:
+            handle.close()
     return _decode_audio(io.BytesIO(read_bytes(path, limits)), limits)
 
 

@@ -83,8 +83,8 @@ def forward(
     changes ``compute``'s result (a padding rule, a language): requests of one ``owner`` and
     ``kind`` share batches and are computed by whichever of their ``compute`` comes first.
     ``by_content``: each input in the row its content picks, else rows packed (one rule per owner).
-    ``prepare`` makes each input what is computed: in a round here and now, in a bulk call as its
-    batch forms (see :func:`compute_now`); either way its errors reach this caller."""
+    ``prepare`` makes each input what is computed: in a round here and now, in a bulk call as
+    :func:`compute_now` says (packed: as its batch forms); either way its errors reach this caller."""
     items = list(inputs)
     if not items:
         return []

@@ -187,16 +187,18 @@ class ClapBackend(Backend):
 
     def embed_audio(self, clips: Sequence[np.ndarray], padding: str | None = None) -> np.ndarray:
         """(N, D) float32 unit rows; clips are mono float32 at ``sample_rate``.  ``padding`` is
-        ``"zero"`` (default) or ``"repeat"`` (see the module docstring)."""
+        ``"zero"`` (default) or ``"repeat"`` (see the module docstring).  A clip that is not a
+        finite mono waveform is a ValueError -- with packed rows and no cache, raised once the
+        batches before it have run (see :func:`~.rows.compute_now`)."""
         padding = check_padding(DEFAULT_PADDING if padding is None else padding)
         self.ensure_loaded()
         fill, compute, kind = not self._pads_clips(), self._audio_compute(padding), ("clap_audio", padding)
-        if self.cache is None:  # no keys to look up: each clip is prepared as its batch forms
+        if self.cache is None:  # no keys to look up: with packed rows each clip is prepared as its batch forms
 
-            def prepared(clip: np.ndarray) -> np.ndarray:
+            def prepare_one(clip: np.ndarray) -> np.ndarray:
                 return self._prepared(clip, padding, fill, False)[0]
 
-            return self._cached("clap_audio", [], list(clips), compute, kind, prepare=prepared)
+            return self._cached("clap_audio", [], list(clips), compute, kind, prepare=prepare_one)
         prepared, digests = self.prepare(clips, padding, fill=fill)
         max_samples = self._max_samples()
         keys = [

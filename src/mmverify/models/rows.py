@@ -266,8 +266,12 @@ def compute_now(
     when given, makes each input what is computed (digests, shapes and rows are the prepared
     input's).  A :class:`Staged` computation has at most two batches started at a time; the lock is
     held while one launches (a finish only waits for its results, so another thread's batch may run
-    between).  Packed, each batch is formed -- its inputs prepared and digested -- just before it
-    launches, so that host work overlaps the device's work on the batches before it."""
+    between).  Packed, inputs are prepared, digested and placed in the order they come, and a batch
+    launches as soon as it is full (the partial ones at the end), so that host work overlaps the
+    device's work on the batches before it: the batches are those of queuing every input first,
+    possibly in another order across shapes.  An input ``prepare`` refuses then fails the call
+    after the batches before it have run (a launched one is dropped unfinished); by content every
+    input is prepared before the first batch."""
     outputs: list[Any] = [None] * len(inputs)
     layers = (_content_layers if by_content else _packed_layers)(inputs, batch_size, shape, prepare)
     computed: list[tuple[list[Row], list[Any]]] = []
@@ -316,7 +320,7 @@ def _packed_layers(
 ) -> Iterator[list[Row]]:
     """The layers a packed :class:`RowQueue` per shape forms -- each shape's distinct inputs in the
     order they came, ``rows`` at a time, a repeated input in the row of its first -- each as soon
-    as it is full, the partial ones at the end."""
+    as it is full, the partial ones at the end (so shapes may interleave)."""
     filling: dict[Hashable, list[Row]] = {}
     placed: dict[int, list[Row]] = {}  # digest -> rows, of every layer so far
     for index, raw in enumerate(inputs):
