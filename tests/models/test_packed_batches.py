@@ -16,15 +16,15 @@ from mmverify.testing.tiny_models import build_tiny_clap
 from tests.models.test_rows import taken
 
 
-def expected_batches(inputs: list, rows: int, shape) -> list[tuple]:
+def expected_batches(inputs: list, rows: int, shape) -> dict:
     """Independent of the scheduler: per shape, its distinct inputs in the order they came, ``rows``
-    at a time (a repeated input is computed with its first)."""
+    at a time, in that order (a repeated input is computed with its first)."""
     by_shape: dict = {}
     for value in inputs:
         distinct = by_shape.setdefault(shape(value), [])
         if value not in distinct:
             distinct.append(value)
-    return sorted(tuple(d[i : i + rows]) for d in by_shape.values() for i in range(0, len(d), rows))
+    return {key: [tuple(d[i : i + rows]) for i in range(0, len(d), rows)] for key, d in by_shape.items()}
 
 
 class Log:
@@ -49,7 +49,14 @@ class Log:
 
     def placed(self) -> list[tuple]:
         """The batches without their padding (copies of a batch's first input after its last row)."""
-        return sorted(tuple(dict.fromkeys(batch)) for batch in self.batches)
+        return [tuple(dict.fromkeys(batch)) for batch in self.batches]
+
+    def by_shape(self, shape) -> dict:
+        """The batches of each shape, in the order they launched."""
+        grouped: dict = {}
+        for batch in self.placed():
+            grouped.setdefault(shape(batch[0]), []).append(batch)
+        return grouped
 
 
 @pytest.mark.parametrize("staged", [True, False])
@@ -62,7 +69,7 @@ def test_packed_batches_are_those_of_a_queue_of_every_input_on_seeded_random_cas
         compute = Staged(log.launch, log.finish) if staged else (lambda batch, log=log: log.finish(log.launch(batch)))
         outputs = compute_now(inputs, compute, rows, shape=lambda x, n=shapes: x % n, by_content=False, prepare=log.prepare)
         assert outputs == [[2 * x] for x in inputs]
-        assert log.placed() == expected_batches(inputs, rows, lambda x, n=shapes: x % n)
+        assert log.by_shape(lambda x, n=shapes: x % n) == expected_batches(inputs, rows, lambda x, n=shapes: x % n)
         assert all(len(batch) == rows for batch in log.batches)
 
 
