@@ -168,7 +168,8 @@ class ReferenceSet:
             return self._indexes[key]
 
 
-_MEMO: dict[tuple[str, str], ReferenceSet] = {}
+_MEMO: dict[tuple[str, str], ReferenceSet] = {}  # (layout, resolved root) -> set
+_SPELLED: dict[tuple[str, str], ReferenceSet] = {}  # (layout, root as configured): resolved once, not per item
 _MEMO_LOCK = threading.Lock()
 
 
@@ -180,10 +181,16 @@ def reference_set(name: str, layout: str | None = None) -> ReferenceSet:
     if layout not in SETS[name].layouts:
         raise ValueError(f"reference set {name!r} is read with layout {' or '.join(SETS[name].layouts)}, not {layout!r}")
     root = configured_root(name)
-    key = (layout, str(root.resolve()))
+    spelled = (layout, str(root if root.is_absolute() else Path.cwd() / root))
+    with _MEMO_LOCK:
+        known = _SPELLED.get(spelled)
+    if known is not None:
+        return known
+    key = (layout, str(root.resolve()))  # links followed: two spellings of one folder share a set
     with _MEMO_LOCK:
         if key not in _MEMO:
             _MEMO[key] = ReferenceSet(name, layout, root)
+        _SPELLED[spelled] = _MEMO[key]
         return _MEMO[key]
 
 
@@ -191,3 +198,4 @@ def clear_memo() -> None:
     """Forget every set read in this process (tests; long-lived servers after the files changed)."""
     with _MEMO_LOCK:
         _MEMO.clear()
+        _SPELLED.clear()
