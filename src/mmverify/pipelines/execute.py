@@ -26,7 +26,7 @@ import threading
 import time
 import traceback
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Union
 
 from ..core.decoding import INLINE, DecodePool, Decoder
@@ -135,7 +135,7 @@ def score_item(item: WorkItem, decoder: Decoder = INLINE) -> dict[str, Any]:
         task = _task_for(item)
         with declared(item.task):
             check = task.score(item.instance, Response(item.parts, item.limits, decoder))
-        return make_row(**asdict(item.identity), check=check, passed=_passed(item, task, check))
+        return make_row(**item.identity.fields(), check=check, passed=_passed(item, task, check))
     except GenerationFault as fault:
         evidence = dict(fault.evidence)
         if fault.message:
@@ -143,7 +143,7 @@ def score_item(item: WorkItem, decoder: Decoder = INLINE) -> dict[str, Any]:
         check = Check.fail(fault.reason, **evidence)
         # a rule-breaking generation fails any pass/fail decision; continuous tasks have none
         decided = item.threshold is not None or bool(getattr(task, "binary", False))
-        return make_row(**asdict(item.identity), check=check, passed=False if decided else None)
+        return make_row(**item.identity.fields(), check=check, passed=False if decided else None)
     except ScoringError as exc:
         return error_row(item, exc.code, exc.message)
     except (ItemTimeout, KeyboardInterrupt):

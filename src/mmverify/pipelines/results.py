@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -58,10 +58,15 @@ class RowIdentity:
     line: int
     verifier: str | None
 
+    def fields(self) -> dict[str, Any]:
+        """The fields by name (every value is a str, an int or None: nothing to copy deeply, as
+        ``dataclasses.asdict`` would, at a cost per row)."""
+        return dict(vars(self))
+
 
 def error_row(identity: RowIdentity, code: str, message: str) -> dict[str, Any]:
     """The row of an entry that could not be scored (every error row is built here)."""
-    return make_row(**asdict(identity), error_code=code, error_message=message)
+    return make_row(**identity.fields(), error_code=code, error_message=message)
 
 
 def make_row(
