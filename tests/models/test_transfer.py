@@ -23,6 +23,21 @@ def test_joined_arrays_arrive_end_to_end_in_the_asked_dtype(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_read_only_and_strided_arrays_are_joined_without_a_warning_and_left_as_they_were(device):
+    import warnings
+
+    frozen = np.arange(6, dtype=np.float32)
+    frozen.flags.writeable = False
+    strided = np.arange(10, dtype=np.float32)[::3]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns when it shares a read-only array
+        joined = upload_joined([frozen, strided, np.float32(7)], device)
+    assert joined.cpu().tolist() == [0, 1, 2, 3, 4, 5, 0, 3, 6, 9, 7]
+    joined.add_(1)  # the tensor is the join's own memory, not the arrays'
+    assert frozen.tolist() == [0, 1, 2, 3, 4, 5] and strided.tolist() == [0, 3, 6, 9]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_an_array_keeps_its_shape_and_dtype(device):
     index = np.arange(12, dtype=np.int64).reshape(3, 4)[:, ::2]  # not contiguous
     sent = upload(index, device)
