@@ -53,6 +53,7 @@ def test_a_relative_root_names_the_folder_under_the_working_folder_of_each_call(
     assert under_a is not under_b
     monkeypatch.chdir(tmp_path / "a")
     assert sets.reference_set("esc50") is under_a
+    assert under_a.root == tmp_path / "a" / "refs" and under_b.root == tmp_path / "b" / "refs"  # not "refs" wherever
 
 
 def test_clear_memo_forgets_both_lookups(tmp_path: Path, configure):

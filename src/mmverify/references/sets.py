@@ -181,21 +181,23 @@ def reference_set(name: str, layout: str | None = None) -> ReferenceSet:
     if layout not in SETS[name].layouts:
         raise ValueError(f"reference set {name!r} is read with layout {' or '.join(SETS[name].layouts)}, not {layout!r}")
     root = configured_root(name)
-    spelled = (layout, str(root if root.is_absolute() else Path.cwd() / root))
+    absolute = root if root.is_absolute() else Path.cwd() / root  # one reading of the working folder
+    spelled = (layout, str(absolute))
     with _MEMO_LOCK:
         known = _SPELLED.get(spelled)
     if known is not None:
         return known
-    key = (layout, str(root.resolve()))  # links followed: two spellings of one folder share a set
+    key = (layout, str(absolute.resolve()))  # links followed: two spellings of one folder share a set
     with _MEMO_LOCK:
         if key not in _MEMO:
-            _MEMO[key] = ReferenceSet(name, layout, root)
+            _MEMO[key] = ReferenceSet(name, layout, absolute)
         _SPELLED[spelled] = _MEMO[key]
         return _MEMO[key]
 
 
 def clear_memo() -> None:
-    """Forget every set read in this process (tests; long-lived servers after the files changed)."""
+    """Forget every set read in this process (tests; long-lived servers after the files changed, or
+    after a configured link was pointed at another folder: a root is resolved once per spelling)."""
     with _MEMO_LOCK:
         _MEMO.clear()
         _SPELLED.clear()
