@@ -1,8 +1,8 @@
 """Who decodes media: the calling thread, or a pool of decoding processes.
 
 Items scored together (:mod:`mmverify.pipelines.batch`) decode their media in their own threads.
-Decoding holds the interpreter lock in many short stretches -- soundfile reads bytes through
-Python callbacks, resampling and image conversion are set up in Python -- and each stretch can delay the
+Decoding holds the interpreter lock in many short stretches -- soundfile reads bytes through Python
+callbacks, resampling and image conversion are set up in Python -- and each stretch can delay the
 thread that runs the model batches: every kernel launch there gives the lock up and has to win it
 back.  A :class:`DecodePool` decodes in worker processes instead, so an item thread only waits for
 its arrays.  A worker runs the same functions of :mod:`.media` on the same bytes, so the arrays,
