@@ -174,3 +174,13 @@ def _environment_restored_after_each_test():
     if environment_changed or installed_context() is not None or hub._PARKED:
         set_installed_context(None)
         hub.drop_hubs()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """libsndfile reads a file named ``._`` in the working folder as the resource fork of every
+    clip it decodes from memory or a descriptor (it writes one there for an SD2 stream), and then
+    refuses MP3 ("bad data offset"): say so before tests fail for a reason they cannot show."""
+    if Path("._").exists():
+        raise pytest.UsageError(
+            f"remove {Path('._').resolve()}: libsndfile takes it for a resource fork and refuses MP3 clips"
+        )
