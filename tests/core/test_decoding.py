@@ -106,6 +106,34 @@ def test_paths_and_limits_give_the_same_results_and_messages(pool, tmp_path, mon
     assert reasons == {MediaReason.TOO_LARGE, MediaReason.MISSING}  # the cases above do reach the errors
 
 
+def _as_audio(clip) -> tuple:
+    return clip.samples, clip.rate
+
+
+def _resamplings(clip) -> dict:
+    """``_outcome`` of the whole clip at each of a few rates (the clip's own included)."""
+    return {rate: _outcome(lambda: (clip.whole_at(rate), None)) for rate in (8_000, 16_000, 22_050, 44_100, 48_000)}
+
+
+def test_whole_clips_resampled_in_a_process_are_the_bytes_resampling_here_gives(pool):
+    """The rates asked for at decoding are made in the worker (and shipped with the clip); every
+    rate, asked for or not, gives the bytes resampling the decoded clip here gives."""
+    rng = np.random.default_rng(11)
+    rates = [8_000, 16_000, 22_050, 44_100, 48_000]
+    for case in range(24):
+        native = int(rng.choice(rates))
+        data = _wav(float(rng.choice([1 / native, 0.05, 0.7, 1.3])), native, channels=int(rng.integers(1, 3)), seed=case)
+        sample_rate = None if case % 3 == 0 else int(rng.choice(rates))
+        whole_at = tuple(int(rate) for rate in rng.choice(rates, size=int(rng.integers(0, 3)), replace=False))
+        here, there = INLINE.clip(data, sample_rate, whole_at=whole_at), pool.clip(data, sample_rate, whole_at=whole_at)
+        assert _outcome(lambda: _as_audio(there)) == _outcome(lambda: _as_audio(here)), case
+        assert _resamplings(there) == _resamplings(here), case
+        assert set(there.resampled) == {rate for rate in whole_at if rate != there.rate}, case  # made there, and only those
+        assert not here.resampled  # here they are made when asked for
+    for name, data in AUDIO.items():  # refusals are those of decoding alone
+        assert _outcome(lambda: _as_audio(pool.clip(data, 22_050, whole_at=(48_000,)))) == _outcome(INLINE.audio, data, 22_050), name
+
+
 def _within_a_minute(decode, *args) -> tuple:
     """``_outcome`` of a decode that must not block (a hang fails the test instead of stalling it)."""
     done: list = []

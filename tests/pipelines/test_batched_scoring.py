@@ -67,7 +67,7 @@ def test_batched_rows_are_byte_identical_to_one_by_one(tmp_path, monkeypatch, ti
     items = items[::2] + items[1::2]
 
     calls = {"clap": 0, "whisper": 0, "decoding processes": 0}
-    for cls, name, method in ((HFClap, "clap", "_launch_audio"), (HFWhisper, "whisper", "_decode"), (DecodePool, "decoding processes", "audio")):
+    for cls, name, method in ((HFClap, "clap", "_launch_audio"), (HFWhisper, "whisper", "_decode"), (DecodePool, "decoding processes", "clip")):
         original = getattr(cls, method)
 
         def counted(self, *args, _original=original, _name=name, **kwargs):

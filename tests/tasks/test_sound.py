@@ -20,6 +20,8 @@ from tests.conftest import mmmg_data
 import soundfile as sf
 
 from mmverify.api import score_items
+from mmverify.core.decoding import INLINE
+from mmverify.core.media import DEFAULT_LIMITS, DecodedAudio
 from mmverify.core.types import Instance
 from mmverify.tasks.response import ResolvedPart, Response
 from mmverify.verifiers.audio.segments import split_on_silence
@@ -352,6 +354,45 @@ def test_cot_scores_the_whole_clip_and_thresholds_are_strict(tmp_path, configure
     assert direct(SoundCot(threshold=float(np.nextafter(sim, -np.inf))), {"target": target}, other).score == 1.0
     assert direct(MusicExclude(threshold=sim), {"instrument": "piano"}, other).score == 0.0
     assert direct(MusicExclude(threshold=float(np.nextafter(sim, np.inf))), {"instrument": "piano"}, other).score == 1.0
+
+
+class _ShippingDecoder:
+    """Decodes here, but ships the whole clip at the rates asked for, as decoding processes do, and
+    records what was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[int, ...]] = []
+
+    def clip(self, source, sample_rate=None, limits=DEFAULT_LIMITS, whole_at=()):
+        self.asked.append(tuple(whole_at))
+        decoded = INLINE.clip(source, sample_rate, limits)
+        return DecodedAudio(decoded.samples, decoded.rate, {rate: decoded.whole_at(rate) for rate in whole_at})
+
+
+def test_whole_clip_tasks_take_the_clip_at_clap_s_rate_from_decoding(tmp_path, configure, monkeypatch):
+    """A whole-clip task asks decoding for the clip at CLAP's rate and embeds what it ships (no
+    resampling of its own), with the components of resampling here; an edge task asks for nothing."""
+    from mmverify.core import media
+    from mmverify.tasks import sound
+
+    whole = tone(5, 440, seed=4)
+    configure(esc50=esc50_tree(tmp_path / "ESC-50", {"dog": refs(whole), "rain": refs(noise(5, seed=1))}))
+    path = write(tmp_path / "clip.wav", whole)
+    parts = [ResolvedPart("audio", media=path, label=path.name)]
+    resample = media.resample
+    cases = ((task_class("a_sound_cot")(), {"target": "dog"}, (48_000,)), (sound.SoundBeginEnd(), {"start": "dog", "end": "rain"}, ()))
+    for task, data, asked in cases:
+        here = task.score(Instance("test/0", data), Response(parts))  # references indexed, resampling here
+        shipping, made = _ShippingDecoder(), []
+        for module in (media, sound):
+            monkeypatch.setattr(module, "resample", lambda signal, *rates: made.append((len(signal), *rates)) or resample(signal, *rates))
+        shipped = task.score(Instance("test/0", data), Response(parts, decoder=shipping))
+        for module in (media, sound):
+            monkeypatch.setattr(module, "resample", resample)
+        assert shipping.asked == [asked] and shipped.components == here.components, task.id
+        wholes = [rates for length, *rates in made if length == 5 * SR]
+        assert wholes == [[SR, 48_000]] * len(asked), (task.id, made)  # the decoder's own, and nothing of the task's
+        assert len(made) == (1 if asked else 2), (task.id, made)  # an edge task resamples its two edges
 
 
 # -- a_sound_silence --------------------------------------------------------------------------

@@ -4,8 +4,9 @@ A worker reads requests on its standard input and writes replies on a pipe of it
 standard output is not used: whatever a library prints at start-up or later cannot reach the
 replies).  Each message is a 4-byte header length, a JSON header, then ``header["size"]`` raw
 bytes.  A request names a file (with the caller's working folder, for relative paths) or carries
-the media's bytes; a reply is the array's dtype, shape and bytes, or the error.  JSON and raw bytes
-only: nothing is unpickled on either side.
+the media's bytes, and may ask for the whole decoded clip resampled to other rates too; a reply is
+each array's dtype and shape with their bytes one after the other, or the error.  JSON and raw
+bytes only: nothing is unpickled on either side.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .media import MediaError, MediaLimits, MediaReason, MediaSource, load_audio, load_image
+from .media import MediaError, MediaLimits, MediaReason, MediaSource, load_audio, load_image, resample
 
-READY = "mmverify-decoding/1"  # the first message of a worker: it started, and speaks this protocol
+READY = "mmverify-decoding/2"  # the first message of a worker: it started, and speaks this protocol
 MAX_HEADER_BYTES = 1 << 20  # a longer header is not this protocol: the worker is broken
 
 # ``python -c`` puts the working folder first on sys.path, where a json.py of the user's would
@@ -36,10 +37,11 @@ class ProtocolError(Exception):
     """The other end sent something that is not this protocol."""
 
 
-def write_message(stream: BinaryIO, header: dict[str, Any], payload: bytes | memoryview = b"") -> None:
-    body = memoryview(payload).cast("B")  # its length in bytes, whatever the array's shape
-    encoded = json.dumps({**header, "size": len(body)}).encode()
-    for data in (memoryview(len(encoded).to_bytes(4, "big") + encoded), body):
+def write_message(stream: BinaryIO, header: dict[str, Any], *payloads: bytes | memoryview) -> None:
+    """``header`` and the payloads, sent as one payload of their bytes one after the other."""
+    bodies = [memoryview(payload).cast("B") for payload in payloads]  # lengths in bytes, whatever the arrays' shapes
+    encoded = json.dumps({**header, "size": sum(len(body) for body in bodies)}).encode()
+    for data in (memoryview(len(encoded).to_bytes(4, "big") + encoded), *bodies):
         while data:
             written = stream.write(data)  # an unbuffered pipe may take part of it
             data = data[written if written is not None else len(data) :]
@@ -69,7 +71,8 @@ def read_message(stream: BinaryIO) -> tuple[dict[str, Any], bytearray]:
     return header, _read_exactly(stream, size)
 
 
-def _answer(header: dict[str, Any], payload: bytearray) -> tuple[dict[str, Any], bytes | memoryview]:
+def _answer(header: dict[str, Any], payload: bytearray) -> tuple[Any, ...]:
+    """The reply's header and payloads: the decoded array, then each resampling of it asked for."""
     try:
         limits = MediaLimits(**header["limits"])
         if "path" in header:
@@ -84,14 +87,35 @@ def _answer(header: dict[str, Any], payload: bytearray) -> tuple[dict[str, Any],
         else:
             array, rate = load_audio(source, header["rate"], limits)
     except MediaError as exc:
-        return {"media_error": [exc.reason, exc.message]}, b""
+        return ({"media_error": [exc.reason, exc.message]},)
     except MemoryError:
-        return {"out_of_memory": True}, b""
+        return ({"out_of_memory": True},)
     except Exception as exc:  # noqa: BLE001  (reported to the caller, which raises it)
-        return {"error": f"{type(exc).__name__}: {exc}"}, b""
-    writeable = bool(array.flags.writeable)  # the caller's copy gets the same flag
-    array = np.ascontiguousarray(array)
-    return {"dtype": array.dtype.str, "shape": list(array.shape), "rate": rate, "writeable": writeable}, memoryview(array)
+        return ({"error": f"{type(exc).__name__}: {exc}"},)
+    arrays, resampled = [array], {}
+    for target in header.get("whole_at", ()):
+        made = _resampled(array, rate, target)
+        if made is not None:
+            resampled[str(target)] = len(arrays)
+            arrays.append(made)
+    described = [_description(item) for item in arrays]  # flags read before the arrays are made contiguous
+    views = [memoryview(np.ascontiguousarray(item)) for item in arrays]
+    return ({"arrays": described, "rate": rate, "resampled": resampled}, *views)
+
+
+def _resampled(array: np.ndarray, rate: int, target: int) -> np.ndarray | None:
+    """The whole clip at ``target`` as the caller would make it, or None where making it fails or
+    gives the clip itself: the caller then makes it (or meets the failure) where it needs it."""
+    if target == rate or not array.size:
+        return None
+    try:
+        return resample(array, rate, target)
+    except Exception:  # noqa: BLE001  (MemoryError included: the caller's own try reports it as it always did)
+        return None
+
+
+def _description(array: np.ndarray) -> dict[str, Any]:
+    return {"dtype": array.dtype.str, "shape": list(array.shape), "writeable": bool(array.flags.writeable)}
 
 
 def _entered(folder: str) -> bool:

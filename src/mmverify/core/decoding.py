@@ -6,7 +6,9 @@ callbacks, resampling and image conversion are set up in Python -- and each stre
 thread that runs the model batches: every kernel launch there gives the lock up and has to win it
 back.  A :class:`DecodePool` decodes in worker processes instead, so an item thread only waits for
 its arrays.  A worker runs the same functions of :mod:`.media` on the same bytes, so the arrays,
-and the rows scored from them, are the same.
+and the rows scored from them, are the same.  A task that will resample the whole clip (CLAP's
+whole-clip tasks: 22.05 to 48 kHz, the largest step of their host work) asks for it with the
+clip (:meth:`Decoder.clip`), and the worker resamples it too.
 
 Each worker decodes one input at a time, for the thread that took it; the thread writes the
 request and reads the reply itself (handing that work to another thread would cost the lock more
@@ -27,6 +29,7 @@ would.  A pool copied into a forked child starts its own workers there.  Unix on
 
 from __future__ import annotations
 
+import math
 import os
 import queue
 import selectors
@@ -36,13 +39,13 @@ import sys
 import threading
 import weakref
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
 from .decode_worker import BOOTSTRAP, READY, ProtocolError, read_message, write_message
 from .interrupts import shielded
-from .media import DEFAULT_LIMITS, MediaError, MediaLimits, MediaReason, MediaSource, load_audio, load_image
+from .media import DEFAULT_LIMITS, DecodedAudio, MediaError, MediaLimits, MediaReason, MediaSource, load_audio, load_image
 from .waits import wait_s
 
 try:
@@ -65,6 +68,14 @@ class Decoder(Protocol):
         self, source: MediaSource, sample_rate: int | None = None, limits: MediaLimits = DEFAULT_LIMITS
     ) -> tuple[np.ndarray, int]: ...
 
+    def clip(
+        self, source: MediaSource, sample_rate: int | None = None, limits: MediaLimits = DEFAULT_LIMITS,
+        whole_at: Sequence[int] = (),
+    ) -> DecodedAudio:
+        """The clip :meth:`audio` gives; the whole of it may come resampled to the rates of
+        ``whole_at`` already (an :class:`~.media.DecodedAudio` makes those it lacks on demand)."""
+        ...
+
 
 class InlineDecoder:
     """Decodes in the calling thread."""
@@ -77,12 +88,20 @@ class InlineDecoder:
     ) -> tuple[np.ndarray, int]:
         return load_audio(source, sample_rate, limits)
 
+    def clip(
+        self, source: MediaSource, sample_rate: int | None = None, limits: MediaLimits = DEFAULT_LIMITS,
+        whole_at: Sequence[int] = (),
+    ) -> DecodedAudio:
+        return DecodedAudio(*load_audio(source, sample_rate, limits))  # resampled on demand: here is as good as later
+
 
 INLINE = InlineDecoder()
 
 
-def _request(kind: str, source: MediaSource, sample_rate: int | None, limits: MediaLimits) -> tuple[dict[str, Any], bytes]:
-    header: dict[str, Any] = {"kind": kind, "rate": sample_rate, "limits": vars(limits)}
+def _request(
+    kind: str, source: MediaSource, sample_rate: int | None, limits: MediaLimits, whole_at: Sequence[int] = ()
+) -> tuple[dict[str, Any], bytes]:
+    header: dict[str, Any] = {"kind": kind, "rate": sample_rate, "limits": vars(limits), "whole_at": [int(rate) for rate in whole_at]}
     if isinstance(source, bytes):
         return header, source
     path = os.fsdecode(source)
@@ -193,16 +212,24 @@ def _death(code: int) -> BaseException:
     return MediaError(MediaReason.UNDECODABLE, f"decoding ended its process ({_ending(code)}: a crash in the decoder, or a kill for memory)")
 
 
-def _result(header: dict[str, Any], data: bytearray) -> tuple[np.ndarray, int | None]:
+def _result(header: dict[str, Any], data: bytearray) -> tuple[list[np.ndarray], int | None, dict[int, int]]:
+    """The reply's arrays (made on its bytes, without copies), the rate, and which array is the
+    whole clip at which other rate."""
     if "media_error" in header:
         raise MediaError(*header["media_error"])
     if header.get("out_of_memory"):
         raise MemoryError()
     if "error" in header:
         raise RuntimeError(f"decoding failed in its process: {header['error']}")
-    array = np.frombuffer(data, dtype=np.dtype(header["dtype"])).reshape(header["shape"])
-    array.flags.writeable = bool(header["writeable"])  # as decoding here would leave it
-    return array, header["rate"]
+    arrays, offset = [], 0
+    for described in header["arrays"]:
+        dtype = np.dtype(described["dtype"])
+        count = math.prod(described["shape"])
+        array = np.frombuffer(data, dtype=dtype, count=count, offset=offset).reshape(described["shape"])
+        array.flags.writeable = bool(described["writeable"])  # as decoding here would leave it
+        arrays.append(array)
+        offset += count * dtype.itemsize
+    return arrays, header["rate"], {int(rate): index for rate, index in header["resampled"].items()}
 
 
 class DecodePool:
@@ -234,13 +261,22 @@ class DecodePool:
         _POOLS.add(self)
 
     def image(self, source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> np.ndarray:
-        array, _ = self._decode(*_request("image", source, None, limits))
-        return array
+        arrays, _, _ = self._decode(*_request("image", source, None, limits))
+        return arrays[0]
 
     def audio(
         self, source: MediaSource, sample_rate: int | None = None, limits: MediaLimits = DEFAULT_LIMITS
     ) -> tuple[np.ndarray, int]:
-        return self._decode(*_request("audio", source, sample_rate, limits))  # type: ignore[return-value]
+        decoded = self.clip(source, sample_rate, limits)
+        return decoded.samples, decoded.rate
+
+    def clip(
+        self, source: MediaSource, sample_rate: int | None = None, limits: MediaLimits = DEFAULT_LIMITS,
+        whole_at: Sequence[int] = (),
+    ) -> DecodedAudio:
+        """Decoded, and resampled to the rates of ``whole_at``, in a worker."""
+        arrays, rate, resampled = self._decode(*_request("audio", source, sample_rate, limits, whole_at))
+        return DecodedAudio(arrays[0], rate, {target: arrays[index] for target, index in resampled.items()})  # type: ignore[arg-type]
 
     def close(self) -> None:
         """End every worker; decodes still running, and later calls, raise RuntimeError."""
@@ -315,7 +351,7 @@ class DecodePool:
         if self._freed.qsize() < self.processes:  # nudges beyond one per worker would only pile up
             self._freed.put(True)
 
-    def _decode(self, header: dict[str, Any], payload: bytes) -> tuple[np.ndarray, int | None]:
+    def _decode(self, header: dict[str, Any], payload: bytes) -> tuple[list[np.ndarray], int | None, dict[int, int]]:
         token, finished = _Token(), False
         try:
             worker = self._take(token)

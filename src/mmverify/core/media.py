@@ -13,11 +13,11 @@ import os
 import re
 import stat
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from math import gcd
 from pathlib import Path
-from typing import Any, BinaryIO, Union
+from typing import Any, BinaryIO, Mapping, Union
 
 import numpy as np
 
@@ -215,6 +215,22 @@ def resample(signal: np.ndarray, orig_sr: int, target_sr: int) -> np.ndarray:
     else:
         resampled = resample_poly(samples, up, down)
     return resampled.astype(np.float32)
+
+
+@dataclass(frozen=True, eq=False)
+class DecodedAudio:
+    """A decoded clip: mono ``float32`` ``samples`` at ``rate``, and the whole of it resampled to
+    other rates where that was asked for at decoding (a decoding process does it off this
+    process's interpreter lock)."""
+
+    samples: np.ndarray
+    rate: int
+    resampled: Mapping[int, np.ndarray] = field(default_factory=dict)
+
+    def whole_at(self, rate: int) -> np.ndarray:
+        """``resample(samples, self.rate, rate)``, made at decoding when it was asked for then."""
+        made = self.resampled.get(rate)
+        return made if made is not None else resample(self.samples, self.rate, rate)
 
 
 _STORED_FILTER_MAX_RATE = 1000  # filters of odd rate pairs (44101 Hz) run to MBs: designed per call

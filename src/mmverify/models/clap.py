@@ -52,10 +52,11 @@ from .transfer import HostCopy
 
 __all__ = [
     "CROP_POLICY", "DEFAULT_PADDING", "FEATURE_FRONT_ENDS", "PADDINGS", "PRECISIONS", "ClapBackend", "ClapFrontEnd",
-    "HFClap", "check_padding", "crop_offset", "deterministic_crop", "zero_pad",
+    "HFClap", "SAMPLE_RATE", "check_padding", "crop_offset", "deterministic_crop", "zero_pad",
 ]  # fmt: skip
 
 CROP_POLICY = "content-seeded-crop/1"
+SAMPLE_RATE = 48_000  # what CLAP checkpoints embed
 DEFAULT_PADDING = "zero"
 _DEFAULT_MAX_SECONDS = 10
 FEATURE_FRONT_ENDS = ("torch", "numpy")  # HFClap's log-mel: torch on the model's device, or the extractor's numpy
@@ -109,7 +110,7 @@ class ClapBackend(Backend):
     ) -> None:
         super().__init__(source=source, device=device, batch_size=batch_size, rows=rows)
         self.cache = cache
-        self.sample_rate = 48_000
+        self.sample_rate = SAMPLE_RATE
         self._torch: Any = None
 
     def _max_samples(self) -> int:

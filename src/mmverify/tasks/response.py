@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core.errors import ErrorCode, GenerationFault, ScoringError
 from ..core.decoding import INLINE, Decoder
-from ..core.media import DEFAULT_LIMITS, MediaError, MediaLimits, MediaReason
+from ..core.media import DEFAULT_LIMITS, DecodedAudio, MediaError, MediaLimits, MediaReason
 
 MediaRef = Union[Path, bytes]
 
@@ -61,8 +61,13 @@ class Response:
 
     def audios(self, sample_rate: int | None = None) -> list[tuple[np.ndarray, int]]:
         """Every audio part decoded to mono float32 (resampled when ``sample_rate`` is given)."""
+        return [(clip.samples, clip.rate) for clip in self.clips(sample_rate)]
+
+    def clips(self, sample_rate: int | None = None, whole_at: Sequence[int] = ()) -> list[DecodedAudio]:
+        """Every audio part as :meth:`audios` decodes it; a task that will resample a whole clip
+        names the rates in ``whole_at``, so that decoding processes make those too."""
         return [
-            self._decode(p, lambda src: self.decoder.audio(src, sample_rate, self.limits), "audio")
+            self._decode(p, lambda src: self.decoder.clip(src, sample_rate, self.limits, whole_at), "audio")
             for p in self.of_type("audio")
         ]
 
@@ -80,5 +85,10 @@ class Response:
 
     def single_audio(self, sample_rate: int | None = None) -> tuple[np.ndarray, int]:
         """The one clip a single-audio task expects, as mono float32 (resampled when asked)."""
+        clip = self.single_clip(sample_rate)
+        return clip.samples, clip.rate
+
+    def single_clip(self, sample_rate: int | None = None, whole_at: Sequence[int] = ()) -> DecodedAudio:
+        """The one clip of :meth:`single_audio`, decoded as :meth:`clips` does."""
         self._require_one("audio")
-        return self.audios(sample_rate)[0]
+        return self.clips(sample_rate, whole_at)[0]

@@ -34,8 +34,9 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from ..core.errors import ErrorCode, GenerationFault, ScoringError
-from ..core.media import resample
+from ..core.media import DecodedAudio, resample
 from ..core.types import Check, Instance
+from ..models.clap import SAMPLE_RATE as CLAP_SAMPLE_RATE
 from ..references.index import PUBLISHED_LOAD_RATE
 from ..references.sets import SETS, reference_set
 from ..verifiers.audio import PUBLISHED_SAMPLE_RATE
@@ -104,6 +105,9 @@ class ClapClassTask(Task):
     any_field: ClassVar[bool] = False  # True: at least one of ``fields`` (a_sound_begin_end); else all
     default_threshold: ClassVar[float]
     absent: ClassVar[bool] = False  # exclusion: a label holds when the similarity is *below* the threshold
+    # the rates a whole clip is embedded at, asked of decoding so that decoding processes resample it
+    # (another embedder's rate is made here); only where the parts are the whole clip
+    whole_clip_rates: ClassVar[tuple[int, ...]] = ()
 
     def __init__(
         self,
@@ -168,7 +172,8 @@ class ClapClassTask(Task):
         references = reference_set(self.reference_set, self.layout)
         resolved = {label: references.resolve(name) for label, name in wanted.items()}
 
-        audio, rate = response.single_audio(PUBLISHED_SAMPLE_RATE)
+        clip = response.single_clip(PUBLISHED_SAMPLE_RATE, self.whole_clip_rates)
+        audio, rate = clip.samples, clip.rate
         spans = self.spans(instance, audio, rate, list(wanted))
         if self.empty_parts == "fail" and any(end <= start for start, end in spans.values()):
             raise GenerationFault(
@@ -177,7 +182,7 @@ class ClapClassTask(Task):
 
         embedder = clap_front_end(models.backend("audio_text"), self.padding)
         index = references.index(embedder, load_rate=PUBLISHED_LOAD_RATE)
-        clips = [self._part(audio[start:end], rate, embedder.sample_rate) for start, end in spans.values()]
+        clips = [self._part(clip, start, end, embedder.sample_rate) for start, end in spans.values()]
         embeddings = embedder.embed_audio(clips)
         sims = {label: index.topk_mean(row, resolved[label], self.top_k) for label, row in zip(spans, embeddings)}
         holds = {label: (sim < self.threshold) if self.absent else (sim > self.threshold) for label, sim in sims.items()}
@@ -200,9 +205,14 @@ class ClapClassTask(Task):
         )
 
     @staticmethod
-    def _part(samples: np.ndarray, rate: int, target_rate: int) -> np.ndarray:
+    def _part(clip: DecodedAudio, start: int, end: int, target_rate: int) -> np.ndarray:
         """A part at the embedder's rate; an empty part stays empty (the embedder pads it to silence)."""
-        return resample(samples, rate, target_rate) if len(samples) else samples
+        samples = clip.samples[start:end]
+        if not len(samples):
+            return samples
+        if len(samples) == len(clip.samples):  # the whole clip: perhaps resampled where it was decoded
+            return clip.whole_at(target_rate)
+        return resample(samples, clip.rate, target_rate)
 
 
 class WholeClip(ClapClassTask):
@@ -215,6 +225,8 @@ class WholeClip(ClapClassTask):
     * a_music_genre -- ``genre``: GTZAN class; references are the clips' first, middle and last 10 s
       as published.
     """
+
+    whole_clip_rates = (CLAP_SAMPLE_RATE,)
 
     def spans(self, instance: Instance, audio: np.ndarray, rate: int, labels: list[str]) -> dict[str, Span]:
         return {label: (0, len(audio)) for label in labels}
