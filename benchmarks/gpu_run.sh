@@ -155,8 +155,8 @@ case $part in
     run clap_frontend 100 --device "$device" --clips 512 --batch-sizes 128 --repeats 1
     clap_decoding
     # the host alone, around a simulated device as fast as the H100's CLAP (no GPU used)
-    run host_ceiling 70 --items 1024 --decode-processes 8,12 --launch-ms 0,40 --device-ms 0,133
-    run device_contention 110 --full --device "$device" --items 1024 --prep-limits "" --decode-processes 4,8 --cuda-graphs ;;
+    run host_ceiling 80 --items 1024 --decode-processes 8,12 --launch-ms 0,40 --device-ms 0,133
+    run device_contention 100 --full --device "$device" --items 1024 --prep-limits "" --decode-processes 8,12 --cuda-graphs ;;
   models)
     # the caps add up to 510 s: with set-up, inside one 600 s call
     run clap_frontend 120 --device "$device" --clips 512 --batch-sizes 32,128 --repeats 2

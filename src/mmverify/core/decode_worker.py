@@ -15,7 +15,7 @@ import json
 import os
 import signal
 import sys
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
@@ -48,8 +48,15 @@ def write_message(stream: BinaryIO, header: dict[str, Any], *payloads: bytes | m
     stream.flush()
 
 
-def _read_exactly(stream: BinaryIO, size: int) -> bytearray:
-    data = bytearray(size)  # writable: arrays are made on it without a copy
+def _uninitialised(size: int) -> np.ndarray:
+    """Writable bytes that are all overwritten by a read: a payload of megabytes is not cleared
+    first (a ``bytearray`` would be, holding the interpreter lock)."""
+    return np.empty(size, dtype=np.uint8)
+
+
+def _read_exactly(stream: BinaryIO, size: int, buffer: Callable[[int], Any] = bytearray) -> Any:
+    """``size`` bytes into a new ``buffer(size)``: writable, so that arrays are made on it without a copy."""
+    data = buffer(size)
     view, got = memoryview(data), 0
     while got < size:
         count = stream.readinto(view[got:])  # type: ignore[attr-defined]  (an unbuffered pipe may give part)
@@ -59,7 +66,7 @@ def _read_exactly(stream: BinaryIO, size: int) -> bytearray:
     return data
 
 
-def read_message(stream: BinaryIO) -> tuple[dict[str, Any], bytearray]:
+def read_message(stream: BinaryIO) -> tuple[dict[str, Any], np.ndarray]:
     length = int.from_bytes(_read_exactly(stream, 4), "big")
     if length > MAX_HEADER_BYTES:
         raise ProtocolError(f"a header of {length} bytes")
@@ -68,10 +75,10 @@ def read_message(stream: BinaryIO) -> tuple[dict[str, Any], bytearray]:
         size = int(header["size"])
     except (ValueError, TypeError, KeyError) as exc:
         raise ProtocolError(f"not a header ({exc})") from None
-    return header, _read_exactly(stream, size)
+    return header, _read_exactly(stream, size, _uninitialised)
 
 
-def _answer(header: dict[str, Any], payload: bytearray) -> tuple[Any, ...]:
+def _answer(header: dict[str, Any], payload: np.ndarray) -> tuple[Any, ...]:
     """The reply's header and payloads: the decoded array, then each resampling of it asked for."""
     try:
         limits = MediaLimits(**header["limits"])

@@ -101,7 +101,7 @@ INLINE = InlineDecoder()
 def _request(
     kind: str, source: MediaSource, sample_rate: int | None, limits: MediaLimits, whole_at: Sequence[int] = ()
 ) -> tuple[dict[str, Any], bytes]:
-    header: dict[str, Any] = {"kind": kind, "rate": sample_rate, "limits": vars(limits), "whole_at": [int(rate) for rate in whole_at]}
+    header: dict[str, Any] = {"kind": kind, "rate": sample_rate, "limits": vars(limits), "whole_at": list(dict.fromkeys(map(int, whole_at)))}
     if isinstance(source, bytes):
         return header, source
     path = os.fsdecode(source)
@@ -157,7 +157,7 @@ class _Worker:
             return "idle"
         return "left"
 
-    def reply(self) -> tuple[dict[str, Any], bytearray]:
+    def reply(self) -> tuple[dict[str, Any], np.ndarray]:
         while not self.selector.select(wait_s()):
             pass  # a deadline raised in this thread is delivered between these waits
         return read_message(self.replies)
@@ -212,7 +212,7 @@ def _death(code: int) -> BaseException:
     return MediaError(MediaReason.UNDECODABLE, f"decoding ended its process ({_ending(code)}: a crash in the decoder, or a kill for memory)")
 
 
-def _result(header: dict[str, Any], data: bytearray) -> tuple[list[np.ndarray], int | None, dict[int, int]]:
+def _result(header: dict[str, Any], data: np.ndarray) -> tuple[list[np.ndarray], int | None, dict[int, int]]:
     """The reply's arrays (made on its bytes, without copies), the rate, and which array is the
     whole clip at which other rate."""
     if "media_error" in header:

@@ -228,7 +228,8 @@ class DecodedAudio:
     resampled: Mapping[int, np.ndarray] = field(default_factory=dict)
 
     def whole_at(self, rate: int) -> np.ndarray:
-        """``resample(samples, self.rate, rate)``, made at decoding when it was asked for then."""
+        """``resample(samples, self.rate, rate)``, made at decoding when it was asked for then (that
+        array is returned on every call: read it, do not write it)."""
         made = self.resampled.get(rate)
         return made if made is not None else resample(self.samples, self.rate, rate)
 
