@@ -134,6 +134,32 @@ def test_whole_clips_resampled_in_a_process_are_the_bytes_resampling_here_gives(
         assert _outcome(lambda: _as_audio(pool.clip(data, 22_050, whole_at=(48_000,)))) == _outcome(INLINE.audio, data, 22_050), name
 
 
+def test_parts_resampled_in_a_process_are_the_bytes_resampling_here_gives(pool, monkeypatch):
+    """Signals sent to a worker come back as resampling them here makes them; a failure there is
+    met here, as resampling here always met it."""
+    rng = np.random.default_rng(5)
+    rates = [8_000, 16_000, 22_050, 44_100, 48_000]
+    cases = []
+    for case in range(16):
+        dtype = np.float32 if case % 4 else np.float64
+        signals = [rng.standard_normal(int(n)).astype(dtype) for n in rng.choice([1, 7, 2_205, 30_001], size=int(rng.integers(0, 4)))]
+        cases.append((signals, int(rng.choice(rates)), int(rng.choice(rates))))
+    assert sum(bool(signals) and rate != target for signals, rate, target in cases) >= 8  # cases that reach a worker
+    expected = [[_outcome(lambda: (made, None)) for made in INLINE.resample(*case)] for case in cases]
+    # resampling in this process fails from here on: what comes back was made in a worker
+    monkeypatch.setattr(decoding, "resample", lambda *args: pytest.fail("resampled in the calling process"))
+    for case, wanted in zip(cases, expected):
+        if case[1] != case[2] and case[0]:
+            assert [_outcome(lambda: (made, None)) for made in pool.resample(*case)] == wanted, case[1:]
+    monkeypatch.undo()
+    signal = np.ones(10, np.float32)
+    with pytest.raises(ValueError) as here:  # a rate of 0: resample_poly refuses it
+        INLINE.resample([signal], 0, 48_000)
+    with pytest.raises(ValueError) as there:
+        pool.resample([signal], 0, 48_000)
+    assert str(there.value) == str(here.value)
+
+
 def _within_a_minute(decode, *args) -> tuple:
     """``_outcome`` of a decode that must not block (a hang fails the test instead of stalling it)."""
     done: list = []

@@ -357,21 +357,29 @@ def test_cot_scores_the_whole_clip_and_thresholds_are_strict(tmp_path, configure
 
 
 class _ShippingDecoder:
-    """Decodes here, but ships the whole clip at the rates asked for, as decoding processes do, and
-    records what was asked."""
+    """Decodes here, but ships the whole clip at the rates asked for and resamples the parts it is
+    given, as decoding processes do (with ``resample``, untouched by the test's counting); records
+    what it was asked."""
 
-    def __init__(self) -> None:
+    def __init__(self, resample) -> None:
         self.asked: list[tuple[int, ...]] = []
+        self.parts: list[tuple[int, int, int]] = []
+        self._resample = resample
 
     def clip(self, source, sample_rate=None, limits=DEFAULT_LIMITS, whole_at=()):
         self.asked.append(tuple(whole_at))
         decoded = INLINE.clip(source, sample_rate, limits)
-        return DecodedAudio(decoded.samples, decoded.rate, {rate: decoded.whole_at(rate) for rate in whole_at})
+        return DecodedAudio(decoded.samples, decoded.rate, {rate: self._resample(decoded.samples, decoded.rate, rate) for rate in whole_at})
+
+    def resample(self, signals, orig_sr, target_sr):
+        self.parts += [(len(signal), orig_sr, target_sr) for signal in signals]
+        return [self._resample(signal, orig_sr, target_sr) for signal in signals]
 
 
-def test_whole_clip_tasks_take_the_clip_at_clap_s_rate_from_decoding(tmp_path, configure, monkeypatch):
-    """A whole-clip task asks decoding for the clip at CLAP's rate and embeds what it ships (no
-    resampling of its own), with the components of resampling here; an edge task asks for nothing."""
+def test_clap_tasks_leave_resampling_to_decoding(tmp_path, configure, monkeypatch):
+    """A whole-clip task asks decoding for the clip at CLAP's rate and embeds what it ships; an edge
+    task asks for nothing and has its decoder resample the two edges; neither resamples anything
+    itself, and the components are those of resampling here."""
     from mmverify.core import media
     from mmverify.tasks import sound
 
@@ -380,19 +388,19 @@ def test_whole_clip_tasks_take_the_clip_at_clap_s_rate_from_decoding(tmp_path, c
     path = write(tmp_path / "clip.wav", whole)
     parts = [ResolvedPart("audio", media=path, label=path.name)]
     resample = media.resample
-    cases = ((task_class("a_sound_cot")(), {"target": "dog"}, (48_000,)), (sound.SoundBeginEnd(), {"start": "dog", "end": "rain"}, ()))
-    for task, data, asked in cases:
+    edges = [(2 * SR, SR, 48_000)] * 2  # 5 s: two edges of min(4, 5 // 2) = 2 s
+    cases = (
+        (task_class("a_sound_cot")(), {"target": "dog"}, (48_000,), []),
+        (sound.SoundBeginEnd(), {"start": "dog", "end": "rain"}, (), edges),
+    )
+    for task, data, asked, parts_asked in cases:
         here = task.score(Instance("test/0", data), Response(parts))  # references indexed, resampling here
-        shipping, made = _ShippingDecoder(), []
-        for module in (media, sound):
-            monkeypatch.setattr(module, "resample", lambda signal, *rates: made.append((len(signal), *rates)) or resample(signal, *rates))
+        shipping, made_here = _ShippingDecoder(resample), []
+        monkeypatch.setattr(media, "resample", lambda signal, *rates: made_here.append((len(signal), *rates)) or resample(signal, *rates))
         shipped = task.score(Instance("test/0", data), Response(parts, decoder=shipping))
-        for module in (media, sound):
-            monkeypatch.setattr(module, "resample", resample)
-        assert shipping.asked == [asked] and shipped.components == here.components, task.id
-        wholes = [rates for length, *rates in made if length == 5 * SR]
-        assert wholes == [[SR, 48_000]] * len(asked), (task.id, made)  # the decoder's own, and nothing of the task's
-        assert len(made) == (1 if asked else 2), (task.id, made)  # an edge task resamples its two edges
+        monkeypatch.setattr(media, "resample", resample)
+        assert shipping.asked == [asked] and shipping.parts == parts_asked, task.id
+        assert made_here == [] and shipped.components == here.components, (task.id, made_here)
 
 
 # -- a_sound_silence --------------------------------------------------------------------------

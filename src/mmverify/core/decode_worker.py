@@ -4,14 +4,15 @@ A worker reads requests on its standard input and writes replies on a pipe of it
 standard output is not used: whatever a library prints at start-up or later cannot reach the
 replies).  Each message is a 4-byte header length, a JSON header, then ``header["size"]`` raw
 bytes.  A request names a file (with the caller's working folder, for relative paths) or carries
-the media's bytes, and may ask for the whole decoded clip resampled to other rates too; a reply is
-each array's dtype and shape with their bytes one after the other, or the error.  JSON and raw
-bytes only: nothing is unpickled on either side.
+the media's bytes, and may ask for the whole decoded clip resampled to other rates too; or it
+carries arrays to resample.  A reply is each array's dtype and shape with their bytes one after
+the other, or the error.  JSON and raw bytes only: nothing is unpickled on either side.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
@@ -78,8 +79,25 @@ def read_message(stream: BinaryIO) -> tuple[dict[str, Any], np.ndarray]:
     return header, _read_exactly(stream, size, _uninitialised)
 
 
+def arrays_in(described: list[dict[str, Any]], data: Any) -> list[np.ndarray]:
+    """The arrays a header describes (dtype, shape, writeable), made on the payload's bytes one
+    after the other, without copies."""
+    arrays, offset = [], 0
+    for description in described:
+        dtype = np.dtype(description["dtype"])
+        count = math.prod(description["shape"])
+        array = np.frombuffer(data, dtype=dtype, count=count, offset=offset).reshape(description["shape"])
+        array.flags.writeable = bool(description["writeable"])  # as made on the other side
+        arrays.append(array)
+        offset += count * dtype.itemsize
+    return arrays
+
+
 def _answer(header: dict[str, Any], payload: np.ndarray) -> tuple[Any, ...]:
-    """The reply's header and payloads: the decoded array, then each resampling of it asked for."""
+    """The reply's header and payloads: the decoded array, then each resampling of it asked for;
+    or, for a resampling request, each of its arrays resampled."""
+    if header["kind"] == "resample":
+        return _resampling(header, payload)
     try:
         limits = MediaLimits(**header["limits"])
         if "path" in header:
@@ -105,7 +123,21 @@ def _answer(header: dict[str, Any], payload: np.ndarray) -> tuple[Any, ...]:
         if made is not None:
             resampled[str(target)] = len(arrays)
             arrays.append(made)
-    described = [_description(item) for item in arrays]  # flags read before the arrays are made contiguous
+    return _reply(arrays, rate, resampled)
+
+
+def _resampling(header: dict[str, Any], payload: np.ndarray) -> tuple[Any, ...]:
+    """Each array of the request resampled from ``from`` to ``to`` Hz.  A failure is reported as an
+    error, whatever it is: the caller then resamples itself and meets it where it always did."""
+    try:
+        made = [resample(signal, header["from"], header["to"]) for signal in arrays_in(header["arrays"], payload)]
+    except Exception as exc:  # noqa: BLE001  (MemoryError included)
+        return ({"error": f"{type(exc).__name__}: {exc}"},)
+    return _reply(made, header["to"], {})
+
+
+def _reply(arrays: list[np.ndarray], rate: int | None, resampled: dict[str, int]) -> tuple[Any, ...]:
+    described = [description(item) for item in arrays]  # flags read before the arrays are made contiguous
     views = [memoryview(np.ascontiguousarray(item)) for item in arrays]
     return ({"arrays": described, "rate": rate, "resampled": resampled}, *views)
 
@@ -121,7 +153,8 @@ def _resampled(array: np.ndarray, rate: int, target: int) -> np.ndarray | None:
         return None
 
 
-def _description(array: np.ndarray) -> dict[str, Any]:
+def description(array: np.ndarray) -> dict[str, Any]:
+    """What :func:`arrays_in` needs to make ``array`` again on the other side."""
     return {"dtype": array.dtype.str, "shape": list(array.shape), "writeable": bool(array.flags.writeable)}
 
 

@@ -8,7 +8,8 @@ back.  A :class:`DecodePool` decodes in worker processes instead, so an item thr
 its arrays.  A worker runs the same functions of :mod:`.media` on the same bytes, so the arrays,
 and the rows scored from them, are the same.  A task that will resample the whole clip (CLAP's
 whole-clip tasks: 22.05 to 48 kHz, the largest step of their host work) asks for it with the
-clip (:meth:`Decoder.clip`), and the worker resamples it too.
+clip (:meth:`Decoder.clip`), and the worker resamples it too; parts of a clip go to a worker to be
+resampled (:meth:`Decoder.resample`), and come back as resampling them here makes them.
 
 Each worker decodes one input at a time, for the thread that took it; the thread writes the
 request and reads the reply itself (handing that work to another thread would cost the lock more
@@ -29,7 +30,6 @@ would.  A pool copied into a forked child starts its own workers there.  Unix on
 
 from __future__ import annotations
 
-import math
 import os
 import queue
 import selectors
@@ -43,9 +43,9 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from .decode_worker import BOOTSTRAP, READY, ProtocolError, read_message, write_message
+from .decode_worker import BOOTSTRAP, READY, ProtocolError, arrays_in, description, read_message, write_message
 from .interrupts import shielded
-from .media import DEFAULT_LIMITS, DecodedAudio, MediaError, MediaLimits, MediaReason, MediaSource, load_audio, load_image
+from .media import DEFAULT_LIMITS, DecodedAudio, MediaError, MediaLimits, MediaReason, MediaSource, load_audio, load_image, resample
 from .waits import wait_s
 
 try:
@@ -76,6 +76,10 @@ class Decoder(Protocol):
         ``whole_at`` already (an :class:`~.media.DecodedAudio` makes those it lacks on demand)."""
         ...
 
+    def resample(self, signals: Sequence[np.ndarray], orig_sr: int, target_sr: int) -> list[np.ndarray]:
+        """Each signal as :func:`~.media.resample` makes it."""
+        ...
+
 
 class InlineDecoder:
     """Decodes in the calling thread."""
@@ -93,6 +97,9 @@ class InlineDecoder:
         whole_at: Sequence[int] = (),
     ) -> DecodedAudio:
         return DecodedAudio(*load_audio(source, sample_rate, limits))  # resampled on demand: here is as good as later
+
+    def resample(self, signals: Sequence[np.ndarray], orig_sr: int, target_sr: int) -> list[np.ndarray]:
+        return [resample(signal, orig_sr, target_sr) for signal in signals]
 
 
 INLINE = InlineDecoder()
@@ -221,14 +228,7 @@ def _result(header: dict[str, Any], data: np.ndarray) -> tuple[list[np.ndarray],
         raise MemoryError()
     if "error" in header:
         raise RuntimeError(f"decoding failed in its process: {header['error']}")
-    arrays, offset = [], 0
-    for described in header["arrays"]:
-        dtype = np.dtype(described["dtype"])
-        count = math.prod(described["shape"])
-        array = np.frombuffer(data, dtype=dtype, count=count, offset=offset).reshape(described["shape"])
-        array.flags.writeable = bool(described["writeable"])  # as decoding here would leave it
-        arrays.append(array)
-        offset += count * dtype.itemsize
+    arrays = arrays_in(header["arrays"], data)  # flags as decoding here would leave them
     return arrays, header["rate"], {int(rate): index for rate, index in header["resampled"].items()}
 
 
@@ -277,6 +277,19 @@ class DecodePool:
         """Decoded, and resampled to the rates of ``whole_at``, in a worker."""
         arrays, rate, resampled = self._decode(*_request("audio", source, sample_rate, limits, whole_at))
         return DecodedAudio(arrays[0], rate, {target: arrays[index] for target, index in resampled.items()})  # type: ignore[arg-type]
+
+    def resample(self, signals: Sequence[np.ndarray], orig_sr: int, target_sr: int) -> list[np.ndarray]:
+        """Resampled in a worker, all in one request; where the worker fails (whatever the reason:
+        an error, memory, its death), here, which meets the failure as resampling here always did."""
+        if orig_sr == target_sr or not signals:
+            return [resample(signal, orig_sr, target_sr) for signal in signals]
+        inputs = [np.ascontiguousarray(signal) for signal in signals]
+        header = {"kind": "resample", "from": int(orig_sr), "to": int(target_sr), "arrays": [description(a) for a in inputs]}
+        try:
+            arrays, _, _ = self._decode(header, *(memoryview(a) for a in inputs))
+        except (MediaError, MemoryError, RuntimeError):
+            return [resample(signal, orig_sr, target_sr) for signal in signals]
+        return arrays
 
     def close(self) -> None:
         """End every worker; decodes still running, and later calls, raise RuntimeError."""
@@ -351,14 +364,14 @@ class DecodePool:
         if self._freed.qsize() < self.processes:  # nudges beyond one per worker would only pile up
             self._freed.put(True)
 
-    def _decode(self, header: dict[str, Any], payload: bytes) -> tuple[list[np.ndarray], int | None, dict[int, int]]:
+    def _decode(self, header: dict[str, Any], *payloads: bytes | memoryview) -> tuple[list[np.ndarray], int | None, dict[int, int]]:
         token, finished = _Token(), False
         try:
             worker = self._take(token)
             worker.sent = True  # from here a message may be half read or written: interrupted, it is ended
             worker.start()
             try:
-                write_message(worker.process.stdin, header, payload)  # type: ignore[arg-type]
+                write_message(worker.process.stdin, header, *payloads)  # type: ignore[arg-type]
                 message = worker.reply()
             except (EOFError, BrokenPipeError, ProtocolError):
                 code = worker.ended()

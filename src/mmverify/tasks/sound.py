@@ -34,7 +34,8 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from ..core.errors import ErrorCode, GenerationFault, ScoringError
-from ..core.media import DecodedAudio, resample
+from ..core.decoding import Decoder
+from ..core.media import DecodedAudio
 from ..core.types import Check, Instance
 from ..models.clap import SAMPLE_RATE as CLAP_SAMPLE_RATE
 from ..references.index import PUBLISHED_LOAD_RATE
@@ -182,7 +183,7 @@ class ClapClassTask(Task):
 
         embedder = clap_front_end(models.backend("audio_text"), self.padding)
         index = references.index(embedder, load_rate=PUBLISHED_LOAD_RATE)
-        clips = [self._part(clip, start, end, embedder.sample_rate) for start, end in spans.values()]
+        clips = _parts(clip, list(spans.values()), embedder.sample_rate, response.decoder)
         embeddings = embedder.embed_audio(clips)
         sims = {label: index.topk_mean(row, resolved[label], self.top_k) for label, row in zip(spans, embeddings)}
         holds = {label: (sim < self.threshold) if self.absent else (sim > self.threshold) for label, sim in sims.items()}
@@ -204,15 +205,17 @@ class ClapClassTask(Task):
             },
         )
 
-    @staticmethod
-    def _part(clip: DecodedAudio, start: int, end: int, target_rate: int) -> np.ndarray:
-        """A part at the embedder's rate; an empty part stays empty (the embedder pads it to silence)."""
-        samples = clip.samples[start:end]
-        if not len(samples):
-            return samples
-        if len(samples) == len(clip.samples):  # the whole clip: perhaps resampled where it was decoded
-            return clip.whole_at(target_rate)
-        return resample(samples, clip.rate, target_rate)
+
+
+def _parts(clip: DecodedAudio, spans: list[Span], target_rate: int, decoder: Decoder) -> list[np.ndarray]:
+    """Each part at the embedder's rate: an empty part stays empty (the embedder pads it to
+    silence), the whole clip is taken as decoding made it, and the other parts are resampled by
+    ``decoder`` together (in a decoding process, where items have them)."""
+    parts = [clip.samples[start:end] for start, end in spans]
+    whole = len(clip.samples)
+    cut = [i for i, part in enumerate(parts) if 0 < len(part) < whole]
+    made = dict(zip(cut, decoder.resample([parts[i] for i in cut], clip.rate, target_rate)))
+    return [made[i] if i in made else clip.whole_at(target_rate) if len(part) else part for i, part in enumerate(parts)]
 
 
 class WholeClip(ClapClassTask):
