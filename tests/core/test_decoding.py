@@ -366,6 +366,16 @@ def test_a_worker_that_cannot_start_is_an_error_not_a_bad_input(monkeypatch):
         assert isinstance(failed.value, (RuntimeError, OSError)) and not isinstance(failed.value, MediaError)
 
 
+def test_resampling_where_no_worker_can_start_is_done_here(monkeypatch):
+    """Resampling is no input's fault: where workers cannot start (an OSError from the process
+    start), the signals are resampled in the calling thread."""
+    signal = np.random.default_rng(2).standard_normal(3_001).astype(np.float32)
+    monkeypatch.setattr(sys, "executable", str(Path(sys.executable).with_name("no-such-python")))
+    with DecodePool(1) as solo:
+        [made] = solo.resample([signal], 22_050, 48_000)
+    assert _outcome(lambda: (made, None)) == _outcome(lambda: (INLINE.resample([signal], 22_050, 48_000)[0], None))
+
+
 def test_a_python_that_exits_at_once_is_a_failed_start(monkeypatch, tmp_path):
     quits = tmp_path / "quits"
     quits.write_text("#!/bin/sh\nexit 3\n")

@@ -30,6 +30,7 @@ would.  A pool copied into a forked child starts its own workers there.  Unix on
 
 from __future__ import annotations
 
+import operator
 import os
 import queue
 import selectors
@@ -44,7 +45,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from .decode_worker import BOOTSTRAP, READY, ProtocolError, arrays_in, description, read_message, write_message
-from .interrupts import shielded
+from .interrupts import Interrupt, shielded
 from .media import DEFAULT_LIMITS, DecodedAudio, MediaError, MediaLimits, MediaReason, MediaSource, load_audio, load_image, resample
 from .waits import wait_s
 
@@ -280,16 +281,23 @@ class DecodePool:
 
     def resample(self, signals: Sequence[np.ndarray], orig_sr: int, target_sr: int) -> list[np.ndarray]:
         """Resampled in a worker, all in one request; where the worker fails (whatever the reason:
-        an error, memory, its death), here, which meets the failure as resampling here always did."""
-        if orig_sr == target_sr or not signals:
-            return [resample(signal, orig_sr, target_sr) for signal in signals]
-        inputs = [np.ascontiguousarray(signal) for signal in signals]
-        header = {"kind": "resample", "from": int(orig_sr), "to": int(target_sr), "arrays": [description(a) for a in inputs]}
+        an error, memory, its death or its start), here, which meets the failure as resampling
+        here always did.  A deadline raised meanwhile is let through."""
+        inputs = [np.asarray(signal) for signal in signals]
+        if orig_sr == target_sr or not inputs or any(array.ndim != 1 for array in inputs):
+            return [resample(signal, orig_sr, target_sr) for signal in signals]  # nothing to gain, or resample's own refusal
+        header = {
+            "kind": "resample", "from": operator.index(orig_sr), "to": operator.index(target_sr),
+            "arrays": [description(array) for array in inputs],
+        }  # fmt: skip
         try:
-            arrays, _, _ = self._decode(header, *(memoryview(a) for a in inputs))
-        except (MediaError, MemoryError, RuntimeError):
-            return [resample(signal, orig_sr, target_sr) for signal in signals]
-        return arrays
+            arrays, _, _ = self._decode(header, *(memoryview(np.ascontiguousarray(array)) for array in inputs))
+            return arrays
+        except Interrupt:
+            raise
+        except Exception:  # noqa: BLE001  (resampled below, out of this handler: nothing chained to its failures)
+            pass
+        return [resample(signal, orig_sr, target_sr) for signal in signals]
 
     def close(self) -> None:
         """End every worker; decodes still running, and later calls, raise RuntimeError."""

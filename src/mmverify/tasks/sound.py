@@ -206,7 +206,6 @@ class ClapClassTask(Task):
         )
 
 
-
 def _parts(clip: DecodedAudio, spans: list[Span], target_rate: int, decoder: Decoder) -> list[np.ndarray]:
     """Each part at the embedder's rate: an empty part stays empty (the embedder pads it to
     silence), the whole clip is taken as decoding made it, and the other parts are resampled by
@@ -214,7 +213,7 @@ def _parts(clip: DecodedAudio, spans: list[Span], target_rate: int, decoder: Dec
     parts = [clip.samples[start:end] for start, end in spans]
     whole = len(clip.samples)
     cut = [i for i, part in enumerate(parts) if 0 < len(part) < whole]
-    made = dict(zip(cut, decoder.resample([parts[i] for i in cut], clip.rate, target_rate)))
+    made = dict(zip(cut, decoder.resample([parts[i] for i in cut], clip.rate, target_rate), strict=True))
     return [made[i] if i in made else clip.whole_at(target_rate) if len(part) else part for i, part in enumerate(parts)]
 
 
