@@ -285,7 +285,7 @@ class DecodePool:
         here always did.  A deadline raised meanwhile is let through."""
         inputs = [np.asarray(signal) for signal in signals]
         if orig_sr == target_sr or not inputs or any(array.ndim != 1 for array in inputs):
-            return [resample(signal, orig_sr, target_sr) for signal in signals]  # nothing to gain, or resample's own refusal
+            return INLINE.resample(signals, orig_sr, target_sr)  # nothing to gain, or resample's own refusal
         header = {
             "kind": "resample", "from": operator.index(orig_sr), "to": operator.index(target_sr),
             "arrays": [description(array) for array in inputs],
@@ -297,7 +297,7 @@ class DecodePool:
             raise
         except Exception:  # noqa: BLE001  (resampled below, out of this handler: nothing chained to its failures)
             pass
-        return [resample(signal, orig_sr, target_sr) for signal in signals]
+        return INLINE.resample(signals, orig_sr, target_sr)
 
     def close(self) -> None:
         """End every worker; decodes still running, and later calls, raise RuntimeError."""
