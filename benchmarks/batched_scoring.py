@@ -268,7 +268,10 @@ def worker_rates(
 
         def run(source: Path, out: Path) -> Path:
             decoding = args.decode_processes if flight > 1 and args.workers == 1 else 0
-            config = ScoreConfig(source, out, workers=args.workers, in_flight=flight, decode_processes=decoding, timeout=None, context=context)
+            config = ScoreConfig(
+                source, out, workers=args.workers, in_flight=flight, decode_processes=decoding, timeout=None, context=context,
+                model_process=args.model_process,
+            )  # fmt: skip
             with RowClock(out / "results.jsonl") as clock:
                 path = run_score(config).results_path
             flowing.setdefault(label, []).append(clock.rate(len(path.read_text().splitlines())))
@@ -306,6 +309,9 @@ def main() -> None:
     parser.add_argument("--baseline-items", type=int, default=0, help="time before and one by one on the first N items only (0: all)")
     parser.add_argument("--workers", type=int, default=0, help="also score with `mmverify score --workers N` (0: skip)")
     parser.add_argument("--workers-only", action="store_true", help="with --workers: only the `mmverify score` rows")
+    parser.add_argument(
+        "--model-process", action="store_true", help="with --workers N (N > 1): one model process computes every worker's CLAP batches"
+    )
     parser.add_argument("--tasks", default="clap,whisper", help="which tasks to score: clap, whisper or both (comma-separated)")
     parser.add_argument("--decode-processes", type=int, default=0, help="processes decoding the media of items scored together (with one worker)")
     args = parser.parse_args()
@@ -407,7 +413,8 @@ def print_reward_row(r: dict[str, Any]) -> None:
 
 
 def print_score_header(args: argparse.Namespace) -> None:
-    print(f"mmverify score --workers {args.workers}, worker start-up and model loading included "
+    served = " --model-process" if args.model_process else ""
+    print(f"mmverify score --workers {args.workers}{served}, worker start-up and model loading included "
           "(once rows flow: from the first rows written to the last)", flush=True)  # fmt: skip
     print(
         f"{'task':32} {'one by one':>14} {'together':>14} {'speed-up':>9}  together/backend  "

@@ -59,7 +59,7 @@ def gpu_run(part: str, out: Path, **env: str) -> subprocess.CompletedProcess:
         }),
         ("embed", {"clap_frontend": ["embed_audio, torch front end, fp32", "embed_audio staged = earlier copies (bf16)", "same bytes"]}),
         ("workers", {
-            "score_workers_2": ["mmverify score --workers 2", "once rows flow", "a_sound_cot (CLAP)"],
+            "score_workers_2_model_process": ["mmverify score --workers 2 --model-process", "once rows flow", "a_sound_cot (CLAP)"],
         }),
     ],
 )  # fmt: skip

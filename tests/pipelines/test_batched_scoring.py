@@ -33,7 +33,7 @@ def tiny_clap(tmp_path_factory) -> Path:
     return build_tiny_clap(tmp_path_factory.mktemp("tiny-clap"))
 
 
-def _sound_items(root: Path, instructions: Path, per_task: int) -> tuple[list[dict], Path]:
+def sound_items(root: Path, instructions: Path, per_task: int) -> tuple[list[dict], Path]:
     """Items of every ESC-50 task on generated clips, and an ESC-50 tree for the classes they name."""
     items, classes = [], set()
     rng = np.random.default_rng(0)
@@ -52,7 +52,7 @@ def test_batched_rows_are_byte_identical_to_one_by_one(tmp_path, monkeypatch, ti
     shutil.copytree(speech_instructions, instructions)
     for task in ESC50_TASKS:
         shutil.copy(mmmg_instructions / f"{task}.jsonl", instructions / f"{task}.jsonl")
-    sound, tree = _sound_items(tmp_path / "sound", mmmg_instructions, per_task=3)
+    sound, tree = sound_items(tmp_path / "sound", mmmg_instructions, per_task=3)
     voices = [tmp_path / "speech0.wav", tmp_path / "speech1.wav"]
     espeak("The quick brown fox jumps over the lazy dog.", voices[0], voice="en-us+m3")
     espeak("She sells sea shells by the shore.", voices[1], voice="en+f2")

@@ -220,6 +220,7 @@ class Backend(ABC):
     packages: ClassVar[tuple[str, ...]] = ("torch",)
     extra: ClassVar[str] = "models"
     needs_torch: ClassVar[bool] = True  # False for backends without neural weights (no device, no torch import)
+    servable: ClassVar[bool] = False  # names its computations and loads apart what its inputs need (see .served)
 
     def __init__(self, source: str | None = None, device: str | None = None, batch_size: int = 8, rows: str = "auto") -> None:
         if batch_size < 1:
@@ -234,6 +235,7 @@ class Backend(ABC):
         self._loaded = False
         self._fingerprint: str | None = None
         self._tagged_device: str | None = None  # the device type the memoised fingerprint names
+        self.server: Any = None  # a .served.ModelClient computing this backend's batches in another process
 
     # -- where the weights are --------------------------------------------------------------------
     def local_path(self, allow_download: bool = False) -> Path:
@@ -289,6 +291,8 @@ class Backend(ABC):
         :func:`.batching.forward`)."""
         from .batching import forward, one_shape
 
+        if self.server is not None:
+            compute = self.server.computation(self, kind)
         return forward(
             self, kind, inputs, compute, self.rows_per_forward or 1, shape or one_shape, self.rows_by_content, prepare
         )
@@ -348,7 +352,7 @@ class Backend(ABC):
                 self.device = "cpu"
             try:
                 with _LOAD_LOCK:
-                    self._load(self.local_path())
+                    (self._load if self.server is None else self._load_served)(self.local_path())
             except ImportError as exc:
                 raise ModelUnavailable(self.name, f"cannot import what it needs ({exc}); pip install \"mmverify[{self.extra}]\"") from None
             self._loaded = True
@@ -360,6 +364,15 @@ class Backend(ABC):
     @abstractmethod
     def _load(self, path: Path) -> None:
         """Load weights from ``path`` onto ``self.device`` in eval mode."""
+
+    def _load_served(self, path: Path) -> None:
+        """What a servable backend needs from ``path`` when its model runs in another process."""
+        raise NotImplementedError(f"{self.name} cannot be served from another process")
+
+    def computation(self, kind: Any) -> Any:
+        """The computation :meth:`run_batched` is given for ``kind``, for a servable backend: the
+        model process runs it by this name on the batches the worker forms."""
+        raise NotImplementedError(f"{self.name} does not name its computations")
 
     def batches(self, items: list[Any]) -> list[list[Any]]:
         return [items[i : i + self.batch_size] for i in range(0, len(items), self.batch_size)]

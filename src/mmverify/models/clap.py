@@ -134,19 +134,28 @@ class ClapBackend(Backend):
     def _compute_text(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
 
+    def computation(self, kind: Any) -> Compute:
+        """Unit rows of a batch: of clips for ``("clap_audio", padding)``, of texts for ``"clap_text"``."""
+        if kind == "clap_text":
+            return then(self._compute_text, _l2_rows)
+        name, padding = kind
+        if name != "clap_audio":
+            raise ValueError(f"{self.name} has no computation {kind!r}")
+        return then(self._audio_compute(check_padding(padding)), _l2_rows)
+
     def _cached(
-        self, kind: str, keys: list[str], items: list[Any], compute: Callable[[list[Any]], np.ndarray], forward_kind: Any,
+        self, kind: str, keys: list[str], items: list[Any], forward_kind: Any,
         shape: Callable[[Any], Any] | None = None, prepare: Callable[[Any], Any] | None = None,
     ) -> np.ndarray:
         """Unit rows of ``items``: cached ones looked up, the rest computed through
-        :func:`~mmverify.models.batching.forward` (``forward_kind`` names the computation; ``prepare``
-        makes an item what is computed)."""
+        :func:`~mmverify.models.batching.forward` (``forward_kind`` names the computation, see
+        :meth:`computation`; ``prepare`` makes an item what is computed)."""
         rows: list[np.ndarray | None] = [None] * len(items)
         if self.cache is not None:
             for i, key in enumerate(keys):
                 rows[i] = self.cache.get_array(key)
         todo = [i for i, row in enumerate(rows) if row is None]
-        embedded = self.run_batched(forward_kind, [items[i] for i in todo], then(compute, _l2_rows), shape, prepare)
+        embedded = self.run_batched(forward_kind, [items[i] for i in todo], self.computation(forward_kind), shape, prepare)
         for i, row in zip(todo, embedded):
             rows[i] = row
             if self.cache is not None:
@@ -193,13 +202,13 @@ class ClapBackend(Backend):
         batches before it have run (see :func:`~.rows.compute_now`)."""
         padding = check_padding(DEFAULT_PADDING if padding is None else padding)
         self.ensure_loaded()
-        fill, compute, kind = not self._pads_clips(), self._audio_compute(padding), ("clap_audio", padding)
+        fill, kind = not self._pads_clips(), ("clap_audio", padding)
         if self.cache is None:  # no keys to look up: with packed rows each clip is prepared as its batch forms
 
             def prepare_one(clip: np.ndarray) -> np.ndarray:
                 return self._prepared(clip, padding, fill, False)[0]
 
-            return self._cached("clap_audio", [], list(clips), compute, kind, prepare=prepare_one)
+            return self._cached("clap_audio", [], list(clips), kind, prepare=prepare_one)
         prepared, digests = self.prepare(clips, padding, fill=fill)
         max_samples = self._max_samples()
         keys = [
@@ -208,7 +217,7 @@ class ClapBackend(Backend):
             )
             for d in digests
         ]
-        return self._cached("clap_audio", keys, prepared, compute, kind)
+        return self._cached("clap_audio", keys, prepared, kind)
 
     def embed_text(self, texts: Sequence[str]) -> np.ndarray:
         """(N, D) float32 unit rows in the same space as :meth:`embed_audio`."""
@@ -217,7 +226,7 @@ class ClapBackend(Backend):
         keys = [
             OutputCache.key(self.fingerprint, "clap_text", hashlib.sha256(t.encode("utf-8")).hexdigest()) for t in items
         ] if self.cache is not None else []
-        return self._cached("clap_text", keys, items, self._compute_text, "clap_text", self._text_shape)
+        return self._cached("clap_text", keys, items, "clap_text", self._text_shape)
 
     def _text_shape(self, text: str) -> Any:
         """What decides a text's input shape: texts of one shape share a batch unpadded."""
@@ -270,6 +279,7 @@ class HFClap(ClapBackend):
     packages = ("torch", "transformers")
     extra = "models"
     option_choices: ClassVar[dict[str, tuple[str, ...]]] = {"features": FEATURE_FRONT_ENDS, "precision": PRECISIONS}
+    servable = True
 
     def __init__(
         self,
@@ -294,6 +304,7 @@ class HFClap(ClapBackend):
         self._dtype: Any = None
         self._max_text_tokens = 512
         self._fusion = False
+        self._projection_dim = 0
 
     @property
     def fingerprint(self) -> str:
@@ -308,33 +319,45 @@ class HFClap(ClapBackend):
 
     def embedding_dim(self) -> int:
         self.ensure_loaded()
-        return int(self._model.config.projection_dim)
+        return self._projection_dim
 
     def _model_dtype(self, torch: Any) -> Any:
         return precision_dtype(torch, self.precision, self.device, self.name)
 
     def _load(self, path: Path) -> None:
         import torch
-        from transformers import AutoTokenizer, ClapFeatureExtractor, ClapModel
+        from transformers import ClapModel
 
         from .clap_features import ClapMelFeatures
 
         dtype = self._model_dtype(torch)
         try:
             model = ClapModel.from_pretrained(path, local_files_only=True)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ModelUnavailable(self.name, f"cannot load a CLAP checkpoint from {path} ({exc})") from None
+        self._load_served(path, model.config)
+        self._model = model.to(device=self.device, dtype=dtype).eval()
+        self._dtype = dtype
+        self._mel = ClapMelFeatures.from_extractor(self._extractor, fusion=self._fusion)
+
+    def _load_served(self, path: Path, config: Any = None) -> None:
+        """The settings, feature extractor and tokenizer: what preparing inputs needs, without the weights."""
+        import torch
+        from transformers import AutoTokenizer, ClapConfig, ClapFeatureExtractor
+
+        try:
+            config = config if config is not None else ClapConfig.from_pretrained(path, local_files_only=True)
             extractor = ClapFeatureExtractor.from_pretrained(path, local_files_only=True)
             tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ModelUnavailable(self.name, f"cannot load a CLAP checkpoint from {path} ({exc})") from None
-        self._model = model.to(device=self.device, dtype=dtype).eval()
-        self._dtype = dtype
         self._extractor = extractor
         self._tokenizer = tokenizer
         self.sample_rate = int(extractor.sampling_rate)
-        self._fusion = bool(model.config.audio_config.enable_fusion)
-        self._mel = ClapMelFeatures.from_extractor(extractor, fusion=self._fusion)
+        self._fusion = bool(config.audio_config.enable_fusion)
+        self._projection_dim = int(config.projection_dim)
         # Roberta positions are offset by padding_idx + 1, so two positions are unusable.
-        limit = int(model.config.text_config.max_position_embeddings) - 2
+        limit = int(config.text_config.max_position_embeddings) - 2
         self._max_text_tokens = min(int(getattr(tokenizer, "model_max_length", limit) or limit), limit)
         self._torch = torch
 

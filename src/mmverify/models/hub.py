@@ -26,6 +26,7 @@ from ..core.settings import HasSettings, default_cache_dir, scoring_settings
 from .base import ROW_RULES, Backend, ModelUnavailable, check_precision
 from .cache import OutputCache
 from .catalog import BACKEND_INFO, BACKEND_REGISTRY, CAPABILITIES
+from .served import model_client
 
 ENV_VAR = "MMVERIFY_MODELS"
 PRECISION_ENV_VAR = "MMVERIFY_PRECISION"
@@ -195,7 +196,10 @@ class ModelHub:
             kwargs["cache"] = self.cache
         if self.precision is not None and "precision" in parameters:
             kwargs["precision"] = self.precision
-        return cls(**{**kwargs, **options})
+        backend = cls(**{**kwargs, **options})
+        if cls.servable:  # in a worker of --model-process, its batches are computed there
+            backend.server = model_client()
+        return backend
 
     def choice(self, capability: str) -> tuple[str, str | None]:
         if capability in self.overrides:

@@ -31,7 +31,10 @@ from multiprocessing.connection import wait
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from ..core.errors import ErrorCode
+from ..models.served import MODEL_PROCESS_LOST
+from .context import ScoringContext
 from .execute import DEFAULT_WARMUP_TIMEOUT, Planned, error_row, timeout_row, uses_models, warmup_timeout_row
+from .model_process import ModelProcess, ModelProcessEnded, served_worker
 from .plan import WorkItem
 from .pool_worker import Batch, Event, Initializer, process_main, receive_report
 
@@ -130,6 +133,7 @@ class OrderedPool:
     max_pending: int = 256
     warmup_timeout: float | None = DEFAULT_WARMUP_TIMEOUT
     in_flight: int = 1
+    died: Callable[[PoolWorker], None] | None = None  # told of a worker that died; raising ends the run
 
     def run(self, planned: Iterable[Planned]) -> Iterator[Row]:
         pool = [self.make_worker() for _ in range(self.workers)]
@@ -202,6 +206,8 @@ class OrderedPool:
             try:
                 events = worker.receive()
             except WorkerDied:
+                if self.died is not None:
+                    self.died(worker)
                 self._fail(job, done, retry, ErrorCode.WORKER_CRASHED, "the worker died while scoring this item")
                 return True
             self._apply(worker, events, done)
@@ -293,14 +299,33 @@ class ProcessExecutor:
     initializer: Initializer | None = None
     initargs: Sequence[Any] = ()
     in_flight: int = 1  # items a worker scores together, their model calls batched
+    model_context: ScoringContext | None = None  # set: one model process computes the servable models' batches
 
     def run(self, planned: Iterable[Planned]) -> Iterator[Row]:
         context = multiprocessing.get_context("spawn")
+        models = None if self.model_context is None else ModelProcess(self.model_context)
+        initializer, initargs = self.initializer, tuple(self.initargs)
+        if models is not None:
+            initializer, initargs = served_worker, (models.address, models.token, initializer, initargs)
 
         def make_worker() -> ProcessWorker:
-            return ProcessWorker(context, self.timeout, self.initializer, self.initargs)
+            return ProcessWorker(context, self.timeout, initializer, initargs)
+
+        def died(worker: PoolWorker) -> None:
+            process = worker.process  # type: ignore[attr-defined]
+            process.join(5)
+            if models is not None and (process.exitcode == MODEL_PROCESS_LOST or models.ended()):
+                code = models.process.exitcode
+                raise ModelProcessEnded(
+                    "the model process ended" + (f" (exit code {code})" if code is not None else "")
+                    + "; rows written so far are kept, and the same command resumes the run"
+                )
 
         pool = OrderedPool(
-            make_worker, _wait_pipes, self.workers, self.timeout, self.max_pending, self.warmup_timeout, self.in_flight
+            make_worker, _wait_pipes, self.workers, self.timeout, self.max_pending, self.warmup_timeout, self.in_flight, died
         )
-        return pool.run(planned)
+        try:
+            yield from pool.run(planned)
+        finally:
+            if models is not None:
+                models.stop()

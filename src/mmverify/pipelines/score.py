@@ -36,6 +36,7 @@ class ScoreConfig:
     workers: int = 1
     in_flight: int = 32  # model items scored together in a process or worker, their calls batched (1: one by one)
     decode_processes: int = 0  # with one local worker: processes decoding the media of items scored together
+    model_process: bool = False  # with worker processes: one process computes the servable models' batches
     timeout: float | None = 300.0
     warmup_timeout: float | None = 600.0  # worker start-up and each task's first use, apart from timeout
     thresholds: Mapping[str, Threshold] = field(default_factory=dict)
@@ -64,6 +65,8 @@ class ScoreConfig:
         check_decode_processes(self.decode_processes, self.in_flight)
         if self.decode_processes and (self.workers > 1 or self.executor != "local"):
             raise ValueError("decode processes serve one local worker (--workers 1): worker processes and Ray actors decode apart already")
+        if self.model_process and (self.workers < 2 or self.executor != "local"):
+            raise ValueError("a model process serves worker processes (--workers N, N > 1, without Ray)")
         if self.limit is not None and self.limit < 1:
             raise ValueError("limit must be >= 1")
         if self.executor not in ("local", "ray"):
@@ -83,6 +86,7 @@ class ScoreConfig:
             "workers": self.workers,
             "in_flight": self.in_flight,
             "decode_processes": self.decode_processes,
+            "model_process": self.model_process,
             "executor": self.executor,
             "timeout_s": self.timeout,
             "warmup_timeout_s": self.warmup_timeout,
@@ -242,6 +246,7 @@ def make_executor(config: ScoreConfig) -> Any:
     return ProcessExecutor(
         workers=config.workers, timeout=config.timeout, warmup_timeout=config.warmup_timeout, in_flight=config.in_flight,
         initializer=install_context, initargs=(config.context or current(),),
+        model_context=(config.context or current()) if config.model_process else None,
     )  # fmt: skip
 
 

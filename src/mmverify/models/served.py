@@ -1,0 +1,239 @@
+"""Backends whose model runs in another process: the item processes' side.
+
+With ``mmverify score --workers N --model-process``, one process holds the models that can be
+served (:attr:`~.base.Backend.servable`) on the device, and the N worker processes do the
+per-item work around them: decoding, resampling, cropping, cache look-ups, rows.  Each process
+then brings its own interpreter lock to that work while the device sees one process, one copy of
+each model and full batches (:mod:`mmverify.pipelines.model_process` is the serving side).
+
+In a worker, such a backend loads only what its inputs need (a feature extractor's settings, a
+tokenizer) and batches its items' inputs in its round as always (:mod:`.batching`); each batch's
+computation, named by the backend (:meth:`~.base.Backend.computation`), is sent to the model
+process, which runs the same computation on the same batch: the same bytes as computing it here.
+
+The wire is :mod:`mmverify.core.decode_worker`'s (a JSON header and raw array bytes), over a Unix
+socket in a folder only this user can enter, opened with a token the parent hands out.  Values
+are arrays, text, numbers, lists, tuples and dicts, encoded as JSON with the arrays apart: nothing
+is unpickled.  When the model process goes away the worker ends at once (exit code
+:data:`MODEL_PROCESS_LOST`) rather than turning its items into error rows; the parent then ends
+the run, and a run started again resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Callable
+
+import numpy as np
+
+from ..core.decode_worker import ProtocolError, arrays_in, description, read_message, write_message
+from ..core.waits import wait_s
+from .base import ModelUnavailable
+from .rows import Compute, Staged
+
+PROTOCOL = "mmverify-models/1"
+MODEL_PROCESS_LOST = 76  # a worker's exit code when its model process went away
+GONE = "the model process went away"
+_REMOTE_ERRORS: dict[str, type[Exception]] = {
+    kind.__name__: kind for kind in (ValueError, TypeError, RuntimeError, IndexError, KeyError, MemoryError)
+}
+
+
+# -- values on the wire ----------------------------------------------------------------------------
+def pack(value: Any) -> tuple[Any, list[np.ndarray]]:
+    """``value`` as JSON-ready data and the arrays it holds, each array once however often it
+    appears (a padded batch repeats its first input)."""
+    arrays: list[np.ndarray] = []
+    index_of: dict[int, int] = {}
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, np.ndarray):
+            if id(item) not in index_of:
+                index_of[id(item)] = len(arrays)
+                arrays.append(item)
+            return {"array": index_of[id(item)]}
+        if isinstance(item, np.generic):
+            return {"scalar": walk(np.asarray(item))}
+        if isinstance(item, list):
+            return [walk(part) for part in item]
+        if isinstance(item, tuple):
+            return {"tuple": [walk(part) for part in item]}
+        if isinstance(item, dict):
+            return {"dict": [[walk(key), walk(part)] for key, part in item.items()]}
+        if item is None or isinstance(item, (bool, int, float, str)):
+            return item
+        raise TypeError(f"cannot send a {type(item).__name__} to the model process")
+
+    return walk(value), arrays
+
+
+def unpack(data: Any, arrays: list[np.ndarray]) -> Any:
+    """The value :func:`pack` described, on ``arrays``."""
+    if isinstance(data, list):
+        return [unpack(part, arrays) for part in data]
+    if not isinstance(data, dict):
+        return data
+    if "array" in data:
+        return arrays[data["array"]]
+    if "scalar" in data:
+        return unpack(data["scalar"], arrays)[()]
+    if "tuple" in data:
+        return tuple(unpack(part, arrays) for part in data["tuple"])
+    return {unpack(key, arrays): unpack(part, arrays) for key, part in data["dict"]}
+
+
+def send_value(stream: BinaryIO, header: dict[str, Any], value: Any, key: str) -> None:
+    """``header`` with ``value`` under ``key`` and its arrays' layouts, then the arrays' bytes."""
+    data, arrays = pack(value)
+    header = {**header, key: data, "arrays": [description(array) for array in arrays]}
+    write_message(stream, header, *(_bytes_of(array) for array in arrays))
+
+
+def _bytes_of(array: np.ndarray) -> memoryview:
+    """``array``'s bytes in C order, whatever its dtype and shape (empty ones included)."""
+    return memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+
+
+def received_value(header: dict[str, Any], payload: Any, key: str) -> Any:
+    return unpack(header[key], arrays_in(header["arrays"], payload))
+
+
+def error_reply(exc: BaseException) -> dict[str, Any]:
+    """What the model process sends back for a computation that raised ``exc``."""
+    if isinstance(exc, ModelUnavailable):
+        return {"type": "ModelUnavailable", "backend": exc.backend, "message": exc.message.removeprefix(f"{exc.backend}: ")}
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+def raised(error: dict[str, Any]) -> Exception:
+    """The exception a worker raises for an error reply: the same type where it is a builtin the
+    tasks meet (or :class:`ModelUnavailable`), a RuntimeError naming the type elsewhere."""
+    if error["type"] == "ModelUnavailable":
+        return ModelUnavailable(error["backend"], error["message"])
+    kind = _REMOTE_ERRORS.get(error["type"])
+    return kind(error["message"]) if kind is not None else RuntimeError(f"{error['type']}: {error['message']}")
+
+
+# -- the worker's connection -----------------------------------------------------------------------
+@dataclass(eq=False)
+class Pending:
+    """A batch sent to the model process, until its reply arrives."""
+
+    arrived: threading.Event = field(default_factory=threading.Event)
+    outputs: Any = None
+    error: dict[str, Any] | None = None
+
+    def ready(self) -> bool:
+        return self.arrived.is_set()
+
+    def result(self) -> Any:
+        while not self.arrived.wait(wait_s()):  # in steps: a deadline raised meanwhile is delivered
+            pass
+        if self.error is not None:
+            raise raised(self.error)
+        return self.outputs
+
+
+class ModelClient:
+    """A connection to the model process: batches go out from any thread; one reader thread hands
+    each reply to the batch it answers.  When the model process goes away, ``on_lost`` is called
+    (a worker ends there), and every batch still waiting, or sent later, fails with
+    :class:`ModelUnavailable`."""
+
+    def __init__(self, address: str, token: str, on_lost: Callable[[], None] | None = None) -> None:
+        self._on_lost = on_lost
+        self._lost = False
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._socket.connect(address)
+        self._stream: BinaryIO = self._socket.makefile("rwb", buffering=0)  # type: ignore[assignment]
+        write_message(self._stream, {"hello": PROTOCOL, "token": token})
+        header, _ = read_message(self._stream)
+        if header.get("ready") != PROTOCOL:
+            raise ModelUnavailable("model process", f"it refused this worker ({header.get('refused', header)})")
+        self._sending = threading.Lock()
+        self._guard = threading.Lock()
+        self._pending: dict[int, Pending] = {}
+        self._ids = itertools.count()
+        threading.Thread(target=self._read_replies, name="mmverify-model-replies", daemon=True).start()
+
+    def computation(self, backend: Any, kind: Any) -> Compute:
+        """``backend``'s computation ``kind``, run in the model process: launched when its batch is
+        sent, finished when the reply is in."""
+        identity = {"capability": backend.capability, "backend": backend.name, "fingerprint": backend.fingerprint}
+        return Staged(lambda batch: self.send(identity, kind, batch), Pending.result)
+
+    def send(self, identity: dict[str, Any], kind: Any, batch: list[Any]) -> Pending:
+        pending = Pending()
+        with self._guard:
+            if self._lost:
+                raise ModelUnavailable("model process", GONE)
+            ident = next(self._ids)
+            self._pending[ident] = pending
+        header = {"id": ident, **identity, "kind": pack(kind)[0]}
+        try:
+            with self._sending:
+                send_value(self._stream, header, batch, "batch")
+        except BaseException:
+            with self._guard:
+                self._pending.pop(ident, None)
+            raise
+        return pending
+
+    def _read_replies(self) -> None:
+        try:
+            while True:
+                header, payload = read_message(self._stream)
+                with self._guard:
+                    pending = self._pending.pop(header["id"])
+                if "error" in header:
+                    pending.error = header["error"]
+                else:
+                    pending.outputs = received_value(header, payload, "outputs")
+                pending.arrived.set()
+        except Exception:  # noqa: BLE001  (the model process went away, or broke the protocol)
+            if self._on_lost is not None:
+                self._on_lost()
+            with self._guard:
+                self._lost = True
+                waiting, self._pending = list(self._pending.values()), {}
+            for pending in waiting:
+                pending.error = {"type": "ModelUnavailable", "backend": "model process", "message": GONE}
+                pending.arrived.set()
+
+
+def _end_worker() -> None:
+    """In a worker: items waiting on a model process that went away would all become error rows;
+    the worker ends instead, and the parent ends the run (see pipelines.model_process), which
+    resumes where it stopped."""
+    os._exit(MODEL_PROCESS_LOST)
+
+
+_ADDRESS: tuple[str, str] | None = None  # (socket path, token) of this process's model process
+_CLIENT: ModelClient | None = None
+_CLIENT_LOCK = threading.Lock()
+
+
+def use_model_process(address: str, token: str) -> None:
+    """Serve this process's servable backends from the model process at ``address`` (a worker's
+    initializer calls this before any backend is made)."""
+    global _ADDRESS
+    _ADDRESS = (address, token)
+
+
+def model_client() -> ModelClient | None:
+    """This process's connection to its model process, opened on first use; None when it has none.
+    A model process that cannot be reached ends the worker, as one that goes away does."""
+    global _CLIENT
+    if _ADDRESS is None:
+        return None
+    with _CLIENT_LOCK:
+        if _CLIENT is None:
+            try:
+                _CLIENT = ModelClient(*_ADDRESS, on_lost=_end_worker)
+            except (OSError, EOFError, ProtocolError, ModelUnavailable):
+                _end_worker()
+        return _CLIENT

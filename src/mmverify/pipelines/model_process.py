@@ -1,0 +1,207 @@
+"""The model process of ``mmverify score --workers N --model-process``: one process holds the
+servable models and computes the batches every worker sends (:mod:`mmverify.models.served` is
+the workers' side).
+
+The parent starts it before the workers, with the run's scoring context, a Unix socket in a
+folder of its own (mode 0700) and a token; it accepts a connection from each worker that shows
+the token.  For each connection one thread reads batches and launches each on the device under
+its backend's lock -- launches of several workers interleave there, and a batch is launched while
+the one before is still computing -- and a second thread waits for each launched batch and sends
+its outputs back, in order.  A batch that raises is answered with the error's type and message;
+the worker's round then runs its requests again one by one, as it does with a local model, so a
+bad input fails only its own item.
+
+The process ends when the parent closes its lifeline (whatever way the parent ends).  When it
+ends first, the workers end too, and the parent ends the run with :class:`ModelProcessEnded`:
+rows already written stay, and a run started again resumes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import secrets
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ..core.decode_worker import ProtocolError, read_message, write_message
+from ..models.base import ModelUnavailable
+from ..models.compute_locks import computing
+from ..models.hub import get_hub
+from ..models.rows import Staged
+from ..models.served import PROTOCOL, error_reply, received_value, send_value, unpack, use_model_process
+from .context import ScoringContext, install_context
+
+START_TIMEOUT_S = 300.0  # importing the package and binding the socket; models load on first use
+
+
+class ModelProcessEnded(RuntimeError):
+    """The model process ended before the run did."""
+
+
+class _Backends:
+    """The backends this process serves, each checked once against what the worker computes with."""
+
+    def __init__(self) -> None:
+        self._checked: dict[tuple[str, str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, header: dict[str, Any]) -> Any:
+        key = (header["capability"], header["backend"], header["fingerprint"])
+        with self._lock:
+            if key in self._checked:
+                return self._checked[key]
+        backend = get_hub().backend(header["capability"])
+        if backend.name != header["backend"] or backend.fingerprint != header["fingerprint"]:
+            raise ModelUnavailable(header["backend"], (
+                f"the model process computes {header['capability']} with {backend.name} ({backend.fingerprint}), "
+                f"not with {header['fingerprint']}"
+            ))  # fmt: skip
+        with self._lock:
+            self._checked[key] = backend
+        return backend
+
+
+def _launch(backends: _Backends, header: dict[str, Any], payload: Any) -> tuple[Any, Any]:
+    """The batch launched (a staged computation) or computed: (computation, handle or outputs)."""
+    backend = backends.get(header)
+    compute = backend.computation(unpack(header["kind"], []))
+    batch = received_value(header, payload, "batch")
+    with computing(backend):
+        if isinstance(compute, Staged):
+            return compute, compute.launch(batch)
+        return None, compute(batch)
+
+
+def _answer(replies: "queue.Queue[Any]", stream: BinaryIO, sending: threading.Lock) -> None:
+    """Send each launched batch's outputs back, in launch order."""
+    while True:
+        entry = replies.get()
+        if entry is None:
+            return
+        ident, compute, handle, error = entry
+        header: dict[str, Any] = {"id": ident}
+        try:
+            if error is not None:
+                raise error
+            outputs = compute.finish(handle) if compute is not None else handle
+        except Exception as exc:  # noqa: BLE001  (reported to the worker, whose round retries alone)
+            header["error"] = error_reply(exc)
+            outputs = None
+        try:
+            with sending:
+                if "error" in header:
+                    write_message(stream, {**header, "arrays": []})
+                else:
+                    send_value(stream, header, outputs, "outputs")
+        except OSError:
+            return  # the worker went away
+
+
+def serve_connection(connection: socket.socket, token: str, backends: _Backends) -> None:
+    """Answer one worker until it closes its end."""
+    stream: BinaryIO = connection.makefile("rwb", buffering=0)  # type: ignore[assignment]
+    sending = threading.Lock()
+    replies: "queue.Queue[Any]" = queue.Queue()
+    try:
+        hello, _ = read_message(stream)
+        if hello.get("hello") != PROTOCOL or not secrets.compare_digest(str(hello.get("token", "")), token):
+            write_message(stream, {"refused": "wrong protocol or token"})
+            return
+        write_message(stream, {"ready": PROTOCOL})
+        threading.Thread(target=_answer, args=(replies, stream, sending), daemon=True).start()
+        while True:
+            header, payload = read_message(stream)
+            try:
+                compute, handle = _launch(backends, header, payload)
+                replies.put((header["id"], compute, handle, None))
+            except Exception as exc:  # noqa: BLE001
+                replies.put((header["id"], None, None, exc))
+    except (EOFError, OSError, ProtocolError):
+        pass
+    finally:
+        replies.put(None)
+        connection.close()
+
+
+def _watch_lifeline(lifeline: Any, listener: socket.socket) -> None:
+    """End this process once the parent is gone (its end of the lifeline closes): the listener is
+    shut, so that the main thread returns and the process exits as usual."""
+    try:
+        lifeline.recv()
+    except (EOFError, OSError):
+        pass
+    listener.shutdown(socket.SHUT_RDWR)
+
+
+def model_process_main(address: str, token: str, context: ScoringContext, ready: Any, lifeline: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    install_context(context)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(64)
+    ready.send(True)
+    ready.close()
+    threading.Thread(target=_watch_lifeline, args=(lifeline, listener), daemon=True).start()
+    backends = _Backends()
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except OSError:  # shut by the lifeline's watcher
+            return
+        threading.Thread(target=serve_connection, args=(connection, token, backends), daemon=True).start()
+
+
+def served_worker(address: str, token: str, initializer: Any, initargs: tuple[Any, ...]) -> None:
+    """A worker's initializer under a model process: its servable backends compute there."""
+    use_model_process(address, token)
+    if initializer is not None:
+        initializer(*initargs)
+
+
+class ModelProcess:
+    """The parent's handle on a model process: started at once, stopped by :meth:`stop`."""
+
+    def __init__(self, context: ScoringContext) -> None:
+        spawn = multiprocessing.get_context("spawn")
+        self._folder = Path(tempfile.mkdtemp(prefix="mmverify-models-"))  # mode 0700: this user only
+        self.address = str(self._folder / "models.sock")
+        self.token = secrets.token_hex(16)
+        ready, ready_child = spawn.Pipe(duplex=False)
+        lifeline_child, self._lifeline = spawn.Pipe(duplex=False)  # the child reads: EOF once the parent is gone
+        self.process = spawn.Process(
+            target=model_process_main, args=(self.address, self.token, context, ready_child, lifeline_child),
+            name="mmverify-models", daemon=True,
+        )  # fmt: skip
+        self.process.start()
+        ready_child.close()
+        lifeline_child.close()
+        try:
+            if not ready.poll(START_TIMEOUT_S) or not ready.recv():
+                raise ModelProcessEnded(f"the model process did not start (exit code {self.process.exitcode})")
+        except (EOFError, OSError):
+            self.stop()
+            raise ModelProcessEnded(f"the model process did not start (exit code {self.process.exitcode})") from None
+        except ModelProcessEnded:
+            self.stop()
+            raise
+        finally:
+            ready.close()
+
+    def ended(self, wait_s: float = 0.0) -> bool:
+        """Whether the process has ended (waiting up to ``wait_s`` seconds for it to)."""
+        self.process.join(wait_s)
+        return not self.process.is_alive()
+
+    def stop(self) -> None:
+        self._lifeline.close()
+        self.process.join(5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+        shutil.rmtree(self._folder, ignore_errors=True)
