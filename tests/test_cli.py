@@ -85,6 +85,9 @@ def test_unusable_arguments_exit_non_zero(tmp_path: Path):
     for options, expected in ((["--workers", "2"], "--workers 1"), (["--batch-items", "1"], "--batch-items")):
         result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "o"), "--decode-processes", "2", *options])
         assert result.exit_code == 2 and expected in " ".join(result.output.split()), result.output
+    for options in ([], ["--workers", "2", "--executor", "ray"]):
+        result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "o"), "--model-process", *options])
+        assert result.exit_code == 2 and "--workers N, N > 1, without Ray" in " ".join(result.output.split()), result.output
 
 
 def test_import_mmmg_then_score(tmp_path: Path, mmmg_instructions: Path):
