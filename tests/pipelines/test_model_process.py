@@ -5,11 +5,15 @@ process that dies ends the run, which then resumes to the same bytes."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import shutil
 import socket
 import threading
+import types
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pytest
@@ -19,14 +23,18 @@ from mmverify.models.base import ModelUnavailable
 from mmverify.models.clap import HFClap
 from mmverify.models.served import PROTOCOL, ModelClient, error_reply, pack, raised, received_value, send_value
 from mmverify.pipelines.context import ScoringContext
-from mmverify.pipelines.model_process import ModelProcess, ModelProcessEnded
+from mmverify.pipelines import model_process as serving_module
+from mmverify.pipelines.model_process import ModelProcess, ModelProcessEnded, serve
 from mmverify.pipelines.score import ScoreConfig, run_score
 from mmverify.references import sets
 from tests.conftest import write_manifest
 from tests.pipelines.test_batched_scoring import sound_items, tiny_clap  # noqa: F401
-from tests.tasks.test_sound import ESC50_TASKS
+from tests.tasks.test_sound import ESC50_TASKS, SR, write
 
 SAFETY_S = 60.0  # how long a test waits for what should come: a failing test cannot hang
+LIMIT_S = 3.0  # an item's time limit where a test needs one: a stall of the shared machine must not reach it
+MARKED_SIZE = 320 * 451  # samples at 48 kHz of the clip a test's served model hangs on (147 * 451 at 22.05 kHz),
+# a length no part the tasks cut from the other clips has
 
 
 # -- the wire ----------------------------------------------------------------------------------------
@@ -213,3 +221,141 @@ def test_a_client_whose_model_process_ends_fails_what_waits_and_what_comes(model
     assert lost.wait(SAFETY_S)
     with pytest.raises(ModelUnavailable, match="went away"):
         client.send({"capability": "audio_text", "backend": "clap-hf", "fingerprint": "-"}, ("clap_audio", "zero"), [])
+
+
+# -- every servable backend ----------------------------------------------------------------------------
+@contextmanager
+def serving_loop(folder: Path) -> Iterator[str]:
+    """A model process's serving loop in a thread of this process, answering with this process's
+    hub (where tests can reach its backends); its socket's path."""
+    folder.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(folder / "models.sock"))
+    listener.listen(8)
+    thread = threading.Thread(target=serve, args=(listener, "token"), daemon=True)
+    thread.start()
+    try:
+        yield str(folder / "models.sock")
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)
+        thread.join(SAFETY_S)
+        listener.close()
+    assert not thread.is_alive()
+
+
+@pytest.fixture
+def serving_here(tmp_path):
+    with serving_loop(tmp_path / "socket") as address:
+        yield ModelClient(address, "token")
+
+
+def _speech(count: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    clips = [(np.sin(np.arange(int(n)) * rng.uniform(0.01, 0.2)) * rng.uniform(0.1, 0.9)).astype(np.float32) for n in rng.integers(400, 16_000 * 7, size=count)]
+    return clips + [np.zeros(3_000, np.float32), clips[0]]  # a silent clip (known without the model) and a repeat
+
+
+def _backends(kind: str, root: Path) -> tuple[str, type, dict, object]:
+    """(model spec, backend class, its arguments, what to compute) of one servable backend kind."""
+    if kind == "whisper-hf":
+        from mmverify.models.whisper import HFWhisper
+        from tests.models.test_whisper import build_tiny_hf_whisper
+
+        path = build_tiny_hf_whisper(root / "whisper", max_length=24)
+        return f"transcriber=whisper-hf@{path}?batch_size=3", HFWhisper, {"source": str(path), "batch_size": 3}, lambda b: b.transcribe(_speech(5, 1))
+    if kind == "gender-w2v2":
+        from mmverify.models.gender import Wav2Vec2Gender
+        from tests.models.test_gender import build_tiny_gender
+
+        path = build_tiny_gender(root / "gender")
+        return f"gender=gender-w2v2@{path}?batch_size=3", Wav2Vec2Gender, {"source": str(path), "batch_size": 3}, lambda b: b.classify(_speech(6, 2))
+    if kind == "wavlm-sv":
+        from mmverify.models.speaker import WavLMSpeaker
+        from mmverify.testing.speech_models import build_wavlm_xvector
+
+        path = build_wavlm_xvector(root / "wavlm")
+        return f"speaker=wavlm-sv@{path}?batch_size=3", WavLMSpeaker, {"source": str(path), "batch_size": 3}, lambda b: b.embed(_speech(6, 3)).tobytes()
+    from mmverify.models.dreamsim import DreamSimBackend
+    from mmverify.testing.dreamsim_release import write_release
+
+    path = write_release(root / "dreamsim", "open_clip_vitb32", 32)
+    rng = np.random.default_rng(4)
+    pictures = [rng.integers(0, 256, (40 + 9 * i, 50 + 5 * i, 3), dtype=np.uint8) for i in range(5)]
+    pairs = [(pictures[i], pictures[(i * 2 + 1) % 5]) for i in range(5)] + [(pictures[0], pictures[0].copy())]
+    source = f"open_clip_vitb32@{path}"
+    return f"image_similarity=dreamsim@{source}?batch_size=4", DreamSimBackend, {"source": source, "batch_size": 4}, lambda b: b.similarity(pairs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["whisper-hf", "gender-w2v2", "wavlm-sv", "dreamsim"])
+def test_every_servable_backend_computes_the_bytes_of_a_local_one(kind, tmp_path, monkeypatch, serving_here):
+    from contextlib import nullcontext
+
+    from tests.tasks.speech_task_fixtures import use_models
+
+    narrow = nullcontext()
+    if kind == "dreamsim":
+        pytest.importorskip("dreamsim")
+        from mmverify.testing.dreamsim_release import narrow_backbones
+
+        narrow = narrow_backbones(32)  # both copies build the narrow backbones the release was written with
+    with narrow:
+        spec, cls, arguments, compute = _backends(kind, tmp_path)
+        use_models(monkeypatch, tmp_path / "cache", spec)  # what the serving loop answers with
+        monkeypatch.setenv("MMVERIFY_NO_OUTPUT_CACHE", "1")
+        local, served = cls(**arguments), cls(**arguments)
+        served.server = serving_here
+        assert cls.servable and served.fingerprint == local.fingerprint
+        expected = compute(local)
+        launched = []
+        original = serving_module._launch
+        monkeypatch.setattr(serving_module, "_launch", lambda *args: launched.append(args[1]["kind"]) or original(*args))
+        assert compute(served) == expected
+        assert launched  # the batches were computed by the serving loop
+        assert not any(getattr(served, weights, None) is not None for weights in ("_model", "model"))  # only settings were loaded here
+
+
+class _ServingHere:
+    """Stands in for a model process: the serving loop of ``serving_here``'s kind, in this process."""
+
+    def __init__(self, address: str, token: str) -> None:
+        self.address, self.token, self.process = address, token, types.SimpleNamespace(exitcode=None)
+
+    def ended(self, wait_s: float = 0.0) -> bool:
+        return False
+
+    def stop(self) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_a_batch_stuck_in_the_model_process_ends_the_run(clap_run, tmp_path, monkeypatch, tiny_clap):  # noqa: F811
+    from mmverify.pipelines import pool as pool_module
+    from tests.tasks.speech_task_fixtures import use_models
+
+    use_models(monkeypatch, tmp_path / "cache", f"audio_text=clap-hf@{tiny_clap}?batch_size=4")  # the serving loop's hub
+    run_score(clap_run(tmp_path / "warm"))  # the reference index, built once in this process and cached for the workers
+    release, stuck = threading.Event(), threading.Event()
+    launch = HFClap._launch_audio
+
+    def hangs_on_the_marked_clip(self, clips, padding):
+        if any(clip.size == MARKED_SIZE for clip in clips):  # one C call that does not return, as far as a worker can tell
+            stuck.set()
+            release.wait(SAFETY_S)
+        return launch(self, clips, padding)
+
+    monkeypatch.setattr(HFClap, "_launch_audio", hangs_on_the_marked_clip)
+    config = clap_run(tmp_path / "served", workers=2, model_process=True, timeout=LIMIT_S, warmup_timeout=20 * LIMIT_S)
+    # the last a_sound_cot item: not its task's first use in a worker's batch of 6, which would be scored alone
+    entries = [json.loads(line) for line in config.manifest.read_text().splitlines()]
+    index = max(i for i, entry in enumerate(entries) if entry["task"] == "a_sound_cot")
+    assert index % 6 and entries[index - 1]["task"] == "a_sound_cot"
+    write(Path(entries[index]["parts"][0]["path"]), np.full(147 * 451, 0.1, np.float32))
+    with serving_loop(tmp_path / "socket") as address:
+        monkeypatch.setattr(pool_module, "ModelProcess", lambda context: _ServingHere(address, "token"))
+        try:
+            with pytest.raises(ModelProcessEnded, match="outlived its items' time limit"):
+                run_score(config)
+            assert stuck.is_set()
+        finally:
+            release.set()

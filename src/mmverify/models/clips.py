@@ -84,9 +84,18 @@ class ClipBackend(Backend):
         """The output of a clip the model need not see (a silent one), else None."""
         return None
 
-    def _outputs(self, clips: Sequence[np.ndarray], compute: Callable[[list[np.ndarray]], list[np.ndarray]]) -> list[np.ndarray]:
-        """One float32 vector per clip, from the cache where possible; misses computed together,
-        each distinct clip once."""
+    def _compute(self, clips: list[np.ndarray]) -> list[np.ndarray]:
+        """One output vector per clip of a batch."""
+        raise NotImplementedError
+
+    def computation(self, kind: Any) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
+        if kind != self.kind:
+            raise ValueError(f"{self.name} has no computation {kind!r}")
+        return self._compute
+
+    def _outputs(self, clips: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """One float32 vector per clip, from the cache where possible; misses computed together
+        (:meth:`_compute`), each distinct clip once."""
         self.ensure_loaded()
         arrays = [validate_waveform(clip) for clip in clips]
         digests = [array_digest(a) for a in arrays]
@@ -105,7 +114,7 @@ class ClipBackend(Backend):
             computed: dict[int, Any] = {i: self._known_output(arrays[i]) for i in todo}
             run = [i for i in todo if computed[i] is None]
             # only clips of one length share a (fixed-shape) batch: see models/batching.py
-            computed.update(zip(run, self.run_batched(self.kind, [arrays[i] for i in run], compute, len)))
+            computed.update(zip(run, self.run_batched(self.kind, [arrays[i] for i in run], self.computation(self.kind), len)))
             for i in todo:
                 row = np.asarray(computed[i], dtype=np.float32)
                 if self.cache is not None:
@@ -124,6 +133,7 @@ class TransformersClipModel(ClipBackend):
 
     packages = ("torch", "transformers")
     option_choices: ClassVar[dict[str, tuple[str, ...]]] = {"precision": PRECISIONS}
+    servable = True
     auto_model: ClassVar[str]  # the transformers class that loads the checkpoint
     checkpoint_kind: ClassVar[str]  # what the checkpoint is, for error messages
 
@@ -156,8 +166,21 @@ class TransformersClipModel(ClipBackend):
             raise ModelUnavailable(self.name, f"cannot load {self.checkpoint_kind} from {path}: {describe(exc)}") from None
         self._torch = torch
         self._model.to(self.device, self._dtype).eval()
+        self._configure(self._model.config)
+
+    def _load_served(self, path: Path) -> None:
+        import transformers
+
+        try:
+            config = transformers.AutoConfig.from_pretrained(str(path), local_files_only=True)
+        except Exception as exc:  # as in _load: a folder it cannot be built from is not usable here
+            raise ModelUnavailable(self.name, f"cannot load {self.checkpoint_kind} from {path}: {describe(exc)}") from None
+        self._configure(config)
+
+    def _configure(self, config: Any) -> None:
+        """What the checkpoint's settings decide (kept apart from the weights for a served backend)."""
         # Group norm in the conv feature encoder normalises over time, padding included.
-        self._pad_ok = getattr(self._model.config, "feat_extract_norm", "group") == "layer"
+        self._pad_ok = getattr(config, "feat_extract_norm", "group") == "layer"
 
     def _inputs(self, clips: list[np.ndarray]) -> tuple[Any, Any]:
         """The extractor's padded input values, in the model's dtype, and attention mask, on its device."""

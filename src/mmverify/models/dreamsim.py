@@ -37,7 +37,7 @@ import threading
 import urllib.error
 import warnings
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Sequence
 
 import numpy as np
 
@@ -145,6 +145,7 @@ class DreamSimBackend(Backend):
     capability: ClassVar[str] = "image_similarity"
     default_source: ClassVar[str | None] = DEFAULT_TYPE
     packages: ClassVar[tuple[str, ...]] = ("dreamsim", "torchvision")
+    servable: ClassVar[bool] = True
 
     def __init__(self, source: str | None = None, device: str | None = None, batch_size: int = 16, rows: str = "auto") -> None:
         super().__init__(source, device, batch_size, rows)
@@ -238,13 +239,21 @@ class DreamSimBackend(Backend):
             if len(pair) != 2:
                 raise ValueError("each pair must hold exactly two images")
         self.ensure_loaded()
+        distance = np.asarray(self.run_batched("dreamsim", pairs, self.computation("dreamsim")), dtype=np.float64)
+        return [float(s) for s in np.clip(1.0 - distance, 0.0, 1.0)]
+
+    def computation(self, kind: Any) -> Callable[[list[tuple[np.ndarray, np.ndarray]]], list[float]]:
+        if kind != "dreamsim":
+            raise ValueError(f"{self.name} has no computation {kind!r}")
+        return self._distances
+
+    def _load_served(self, path: Path) -> None:
+        """Nothing: images are prepared in the model process, whose load checks the weights."""
+
+    def _distances(self, batch: list[tuple[np.ndarray, np.ndarray]]) -> list[float]:
         import torch
 
-        def distances(batch: list[tuple[np.ndarray, np.ndarray]]) -> list[float]:
-            left = self._batch_tensor([a for a, _ in batch])
-            right = self._batch_tensor([b for _, b in batch])
-            with self._lock, torch.inference_mode():  # dreamsim's feature hooks keep per-call state
-                return self._model(left, right).reshape(-1).float().cpu().numpy().tolist()
-
-        distance = np.asarray(self.run_batched("dreamsim", pairs, distances), dtype=np.float64)
-        return [float(s) for s in np.clip(1.0 - distance, 0.0, 1.0)]
+        left = self._batch_tensor([a for a, _ in batch])
+        right = self._batch_tensor([b for _, b in batch])
+        with self._lock, torch.inference_mode():  # dreamsim's feature hooks keep per-call state
+            return self._model(left, right).reshape(-1).float().cpu().numpy().tolist()

@@ -12,7 +12,6 @@ short clip gets is not the one it would get unpadded).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
@@ -39,9 +38,8 @@ class Wav2Vec2Gender(TransformersClipModel):
     window_seconds: ClassVar[float] = 5.0
     labels: list[str]  # the checkpoint's classes in id order, known once loaded
 
-    def _load(self, path: Path) -> None:
-        super()._load(path)
-        config = self._model.config
+    def _configure(self, config: Any) -> None:
+        super()._configure(config)
         self.labels = [normalise_label(config.id2label[i]) for i in range(config.num_labels)]
         self._min_samples = conv_min_samples(config.conv_kernel, config.conv_stride, 1)
 
@@ -71,5 +69,5 @@ class Wav2Vec2Gender(TransformersClipModel):
 
     def classify(self, clips: Sequence[np.ndarray]) -> list[dict[str, float]]:
         """``{label: probability}`` per clip, from its first ``window_seconds``."""
-        rows = self._outputs([self._window(clip) for clip in clips], self._compute)
+        rows = self._outputs([self._window(clip) for clip in clips])
         return [{label: float(p) for label, p in zip(self.labels, row)} for row in rows]

@@ -37,6 +37,7 @@ from .rows import Compute, Staged
 
 PROTOCOL = "mmverify-models/1"
 MODEL_PROCESS_LOST = 76  # a worker's exit code when its model process went away
+MODEL_PROCESS_STUCK = 77  # ... when its items timed out waiting for a batch the model process still computes
 GONE = "the model process went away"
 _REMOTE_ERRORS: dict[str, type[Exception]] = {
     kind.__name__: kind for kind in (ValueError, TypeError, RuntimeError, IndexError, KeyError, MemoryError)
@@ -183,6 +184,11 @@ class ModelClient:
             raise
         return pending
 
+    def waiting(self) -> bool:
+        """Whether a batch sent is still unanswered."""
+        with self._guard:
+            return bool(self._pending)
+
     def _read_replies(self) -> None:
         try:
             while True:
@@ -237,3 +243,8 @@ def model_client() -> ModelClient | None:
             except (OSError, EOFError, ProtocolError, ModelUnavailable):
                 _end_worker()
         return _CLIENT
+
+
+def waiting_on_model_process() -> bool:
+    """Whether this process has sent its model process a batch that is still unanswered."""
+    return _CLIENT is not None and _CLIENT.waiting()

@@ -44,7 +44,7 @@ class SpeakerBackend(ClipBackend):
 
     def embed(self, clips: Sequence[np.ndarray]) -> np.ndarray:
         """(N, D) float32 rows of unit norm (all-zero for silent clips)."""
-        rows = self._outputs(clips, self._compute)
+        rows = self._outputs(clips)
         if not rows:
             return np.zeros((0, self.embedding_dim()), dtype=np.float32)
         return np.ascontiguousarray(np.stack(rows), dtype=np.float32)
@@ -93,9 +93,8 @@ class WavLMSpeaker(TransformersClipModel, SpeakerBackend):
     auto_model = "AutoModelForAudioXVector"
     checkpoint_kind = "an x-vector checkpoint"
 
-    def _load(self, path: Path) -> None:
-        super()._load(path)
-        config = self._model.config
+    def _configure(self, config: Any) -> None:
+        super()._configure(config)
         dilated = sum(d * (k - 1) for k, d in zip(config.tdnn_kernel, config.tdnn_dilation))
         # Two pooled frames at least: the statistics pooling takes a standard deviation.
         self._min_samples = conv_min_samples(config.conv_kernel, config.conv_stride, dilated + 2)

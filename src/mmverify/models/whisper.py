@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
@@ -171,7 +171,7 @@ class WhisperBase(Backend):
                 for piece in split_long_clip(arrays[i], self.sample_rate):
                     owners.append(i)
                     pieces.append(piece)
-            decoded = self.run_batched(("decode", code), pieces, lambda batch: self._decode(batch, code))
+            decoded = self.run_batched(("decode", code), pieces, self.computation(("decode", code)))
             joined: dict[int, list[str]] = {i: [] for i in todo}
             for owner, text in zip(owners, decoded):
                 if text.strip():
@@ -184,6 +184,13 @@ class WhisperBase(Backend):
 
     def _key_params(self) -> dict[str, Any]:
         return {}
+
+    def computation(self, kind: Any) -> Callable[[list[np.ndarray]], list[str]]:
+        """The transcripts of a batch of pieces, for ``("decode", language code or None)``."""
+        name, code = kind
+        if name != "decode":
+            raise ValueError(f"{self.name} has no computation {kind!r}")
+        return lambda batch: self._decode(batch, code)
 
 
     def _decode(self, pieces: list[np.ndarray], language: str | None) -> list[str]:
@@ -212,6 +219,7 @@ class HFWhisper(WhisperBase):
     capability = "transcriber"
     default_source = "openai/whisper-large-v3"
     packages = ("torch", "transformers")
+    servable = True
     option_choices: ClassVar[dict[str, tuple[str, ...]]] = {
         "features": FEATURE_FRONT_ENDS, "precision": PRECISIONS, "dtype": tuple(PRECISION_DTYPES.values()),
     }  # fmt: skip
@@ -250,12 +258,16 @@ class HFWhisper(WhisperBase):
             tags.append(f"dtype={self.dtype_name}")
         return ";".join(tags)
 
+    def _load_served(self, path: Path) -> None:
+        """Nothing but the folder: the model process loads the processor and checks its rate."""
+        if not path.is_dir():
+            raise ModelUnavailable(self.name, f"{path} is not a transformers checkpoint folder")
+
     def _load(self, path: Path) -> None:
         import torch
         from transformers import WhisperForConditionalGeneration, WhisperProcessor
 
-        if not path.is_dir():
-            raise ModelUnavailable(self.name, f"{path} is not a transformers checkpoint folder")
+        self._load_served(path)
         dtype = precision_dtype(torch, self.precision, self.device, self.name)  # fp16 refused on the CPU
         try:
             self.processor = WhisperProcessor.from_pretrained(path, local_files_only=True)

@@ -148,11 +148,16 @@ def model_process_main(address: str, token: str, context: ScoringContext, ready:
     ready.send(True)
     ready.close()
     threading.Thread(target=_watch_lifeline, args=(lifeline, listener), daemon=True).start()
+    serve(listener, token)
+
+
+def serve(listener: socket.socket, token: str) -> None:
+    """Answer every worker that connects to ``listener`` until it is shut, with this process's hub."""
     backends = _Backends()
     while True:
         try:
             connection, _ = listener.accept()
-        except OSError:  # shut by the lifeline's watcher
+        except OSError:  # shut (by the lifeline's watcher)
             return
         threading.Thread(target=serve_connection, args=(connection, token, backends), daemon=True).start()
 

@@ -31,7 +31,7 @@ from multiprocessing.connection import wait
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from ..core.errors import ErrorCode
-from ..models.served import MODEL_PROCESS_LOST
+from ..models.served import MODEL_PROCESS_LOST, MODEL_PROCESS_STUCK
 from .context import ScoringContext
 from .execute import DEFAULT_WARMUP_TIMEOUT, Planned, error_row, timeout_row, uses_models, warmup_timeout_row
 from .model_process import ModelProcess, ModelProcessEnded, served_worker
@@ -314,12 +314,19 @@ class ProcessExecutor:
         def died(worker: PoolWorker) -> None:
             process = worker.process  # type: ignore[attr-defined]
             process.join(5)
-            if models is not None and (process.exitcode == MODEL_PROCESS_LOST or models.ended()):
-                code = models.process.exitcode
+            if models is None:
+                return
+            resumes = "; rows written so far are kept, and the same command resumes the run"
+            if process.exitcode == MODEL_PROCESS_STUCK:
+                limit = f" ({self.timeout:g} s)" if self.timeout else ""
                 raise ModelProcessEnded(
-                    "the model process ended" + (f" (exit code {code})" if code is not None else "")
-                    + "; rows written so far are kept, and the same command resumes the run"
+                    f"a batch in the model process outlived its items' time limit{limit}: a computation "
+                    "stuck in native code, or a limit too short for the model's batches" + resumes
+                    + " (without --model-process each worker has models of its own, and a stuck one costs one item)"
                 )
+            if process.exitcode == MODEL_PROCESS_LOST or models.ended():
+                code = models.process.exitcode
+                raise ModelProcessEnded("the model process ended" + (f" (exit code {code})" if code is not None else "") + resumes)
 
         pool = OrderedPool(
             make_worker, _wait_pipes, self.workers, self.timeout, self.max_pending, self.warmup_timeout, self.in_flight, died

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..models.cache import cache_problems, record_cache_problem, set_cache_problem_logging
 from ..models.judge_usage import UsageForwarder, merge_usage
+from ..models.served import MODEL_PROCESS_STUCK, waiting_on_model_process
 from ..core.errors import ErrorCode
 from ..core.stacks import dump_stacks_on_sigusr1
 from .execute import fits, is_warm, score_locally, warm_up
@@ -104,7 +105,9 @@ def score_warm(items: Sequence[WorkItem], timeout: float | None) -> Iterator[dic
         # A computation outlived every item that asked for it: this process's backend is stuck (a
         # hang in native code) and would time out every later item.  The process ends; the pool
         # scores the held items again one by one in fresh workers, so only the one at fault times out.
-        os._exit(STUCK_EXIT_CODE)
+        # Where the computation is a batch in the model process, every worker shares the hang: the
+        # parent ends the run instead (see .pool).
+        os._exit(MODEL_PROCESS_STUCK if waiting_on_model_process() else STUCK_EXIT_CODE)
     yield from held
 
 
