@@ -21,13 +21,15 @@ import pytest
 from mmverify.core.decode_worker import read_message, write_message
 from mmverify.models.base import ModelUnavailable
 from mmverify.models.clap import HFClap
-from mmverify.models.served import PROTOCOL, ModelClient, error_reply, pack, raised, received_value, send_value
+from mmverify.models import served as served_module
+from mmverify.models.served import PROTOCOL, ModelClient, error_reply, pack, raised, received_value, value_message
 from mmverify.pipelines.context import ScoringContext
 from mmverify.pipelines import model_process as serving_module
 from mmverify.pipelines.model_process import ModelProcess, ModelProcessEnded, serve
 from mmverify.pipelines.score import ScoreConfig, run_score
 from mmverify.references import sets
 from tests.conftest import write_manifest
+from tests.waiting import wait_until
 from tests.pipelines.test_batched_scoring import sound_items, tiny_clap  # noqa: F401
 from tests.tasks.test_sound import ESC50_TASKS, SR, write
 
@@ -80,7 +82,7 @@ def _same(a: object, b: object) -> bool:
 def _through_the_wire(value: object) -> object:
     left, right = socket.socketpair()
     with left, right, left.makefile("wb", buffering=0) as sending, right.makefile("rb", buffering=0) as receiving:
-        send_value(sending, {"id": 0}, value, "value")
+        write_message(sending, *value_message({"id": 0}, value, "value"))
         header, payload = read_message(receiving)
     return received_value(header, payload, "value")
 
@@ -98,6 +100,9 @@ def test_a_batch_sends_a_repeated_input_once_and_refuses_what_it_cannot_carry():
     assert len(arrays) == 2 and data[0] == data[2] == data[3] != data[1]
     with pytest.raises(TypeError, match="cannot send a set"):
         pack([clip, {1, 2}])
+    for unclear in (np.array([object()]), np.zeros(2, dtype=[("a", "f4"), ("b", "i4")])):  # bytes would not say what they hold
+        with pytest.raises(TypeError, match="cannot send an array of dtype"):
+            pack([unclear])
 
 
 @pytest.mark.parametrize(
@@ -139,6 +144,18 @@ def test_a_served_clap_computes_the_bytes_of_a_local_one_without_its_weights(mod
         other.embed_audio(clips[:1])
 
 
+def test_only_the_sender_thread_writes_batches(serving_here, monkeypatch):
+    """An item thread that hands over a batch never writes to the socket itself, so a deadline
+    raised in it cannot cut a message short."""
+    writers = []
+    monkeypatch.setattr(served_module, "write_message", lambda *args: writers.append(threading.current_thread().name))
+    with pytest.raises(TypeError, match="not arrays"):  # a computation's name is what it says; nothing is left waiting
+        serving_here.send({"capability": "audio_text", "backend": "clap-hf", "fingerprint": "-"}, ("clap_audio", np.zeros(2)), [])
+    assert not serving_here.waiting()
+    serving_here.send({"capability": "audio_text", "backend": "clap-hf", "fingerprint": "-"}, ("clap_audio", "zero"), [np.zeros(3)])
+    assert wait_until(lambda: writers) and writers == ["mmverify-model-batches"]
+
+
 def test_a_model_process_refuses_a_worker_without_its_token(model_process):
     with pytest.raises(ModelUnavailable, match="refused"):
         ModelClient(model_process.address, "not the token")
@@ -147,6 +164,12 @@ def test_a_model_process_refuses_a_worker_without_its_token(model_process):
     with connection, connection.makefile("rwb", buffering=0) as stream:
         write_message(stream, {"hello": PROTOCOL.replace("1", "0"), "token": model_process.token})
         assert "refused" in read_message(stream)[0]
+    connection = socket.socket(socket.AF_UNIX)
+    connection.connect(model_process.address)
+    with connection, connection.makefile("rwb", buffering=0) as stream:  # a hello with a payload: not read, no reply
+        write_message(stream, {"hello": PROTOCOL, "token": model_process.token}, b"x" * 1000)
+        with pytest.raises((EOFError, ConnectionResetError)):
+            read_message(stream)
 
 
 # -- score --workers N --model-process ---------------------------------------------------------------------
@@ -359,3 +382,99 @@ def test_a_batch_stuck_in_the_model_process_ends_the_run(clap_run, tmp_path, mon
             assert stuck.is_set()
         finally:
             release.set()
+
+
+@pytest.mark.slow
+def test_the_model_process_keeps_two_batches_of_a_backend_on_the_device_and_answers_what_it_cannot_send(
+    tmp_path, monkeypatch, tiny_clap  # noqa: F811
+):
+    from mmverify.models.batching import MAX_STARTED
+    from tests.tasks.speech_task_fixtures import use_models
+
+    use_models(monkeypatch, tmp_path / "cache", f"audio_text=clap-hf@{tiny_clap}?batch_size=2")
+    launch, changed = HFClap._launch_audio, threading.Condition()
+    outstanding, most = [0], [0]
+
+    class Counted:
+        """A batch on the device until its result is taken; taking it waits a little for more
+        launches, which only a missing limit lets happen (the limit kept, it always waits it out)."""
+
+        def __init__(self, handle):
+            self.handle = handle
+
+        def ready(self):
+            return self.handle.ready()
+
+        def result(self):
+            with changed:
+                changed.wait_for(lambda: outstanding[0] > MAX_STARTED, timeout=0.25)
+                outstanding[0] -= 1
+            return self.handle.result()
+
+    def counted_launch(self, clips, padding):
+        with changed:
+            outstanding[0] += 1
+            most[0] = max(most[0], outstanding[0])
+            changed.notify_all()
+        return Counted(launch(self, clips, padding))
+
+    monkeypatch.setattr(HFClap, "_launch_audio", counted_launch)
+    rng = np.random.default_rng(5)
+    clips = [(rng.standard_normal(48_000) * 0.2).astype(np.float32) for _ in range(12)]
+    expected = HFClap(source=str(tiny_clap), batch_size=2).embed_audio(clips).tobytes()
+    results: list[bytes] = []
+    with serving_loop(tmp_path / "socket") as address:
+        clients = [ModelClient(address, "token") for _ in range(4)]
+
+        def embed(client: ModelClient) -> None:
+            served = HFClap(source=str(tiny_clap), batch_size=2)
+            served.server = client
+            results.append(served.embed_audio(clips).tobytes())
+
+        threads = [threading.Thread(target=embed, args=(client,)) for client in clients]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(SAFETY_S)
+        assert results == [expected] * 4 and 2 <= most[0] <= MAX_STARTED  # four workers' bulk calls, two at a time on the device
+
+        monkeypatch.setattr(HFClap, "computation", lambda self, kind: lambda batch: {"a set": {1, 2}})
+        identity = {"capability": "audio_text", "backend": "clap-hf", "fingerprint": HFClap(source=str(tiny_clap), batch_size=2).fingerprint}
+        with pytest.raises(TypeError, match="cannot send a set"):  # an answer all the same: the worker does not wait for good
+            clients[0].send(identity, "any", []).result()
+
+
+def test_batches_of_a_worker_that_went_away_still_give_their_slots_back(tmp_path, monkeypatch):
+    """A worker killed with two batches on the device: they are finished unsent, and the next
+    workers' batches still launch (a slot kept for each would leave none after two such kills)."""
+    from mmverify.models.rows import Staged
+
+    device_done, launched, finished = threading.Event(), [], []
+
+    def finish(batch):
+        device_done.wait(SAFETY_S)
+        finished.append(len(batch))
+        return [np.ones(2)] * len(batch)
+
+    class Device:
+        name, capability, fingerprint = "fake", "fake_capability", "fake:1"
+
+        def computation(self, kind):
+            return Staged(lambda batch: launched.append(len(batch)) or batch, finish)
+
+    device = Device()
+    monkeypatch.setattr(serving_module, "get_hub", lambda: types.SimpleNamespace(backend=lambda capability: device))
+    identity = {"capability": "fake_capability", "backend": "fake", "fingerprint": "fake:1"}
+    with serving_loop(tmp_path / "socket") as address:
+        for killed in range(2):
+            worker = ModelClient(address, "token")
+            worker.send(identity, "compute", [np.zeros(4)])
+            worker.send(identity, "compute", [np.zeros(4)])
+            wait_until(lambda: len(launched) == 2 * (killed + 1))  # both on the device
+            worker._socket.shutdown(socket.SHUT_RDWR)  # as a kill would: its replies cannot be sent
+            device_done.set()
+            wait_until(lambda: len(finished) == 2 * (killed + 1))  # both finished, neither sent
+            device_done.clear()
+        device_done.set()
+        healthy = ModelClient(address, "token").send(identity, "compute", [np.zeros(4)])
+        assert healthy.arrived.wait(SAFETY_S) and healthy.result()[0].tolist() == [1.0, 1.0]

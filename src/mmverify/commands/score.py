@@ -43,8 +43,8 @@ def score_command(
     decode_processes: int = options.DECODE_PROCESSES,
     model_process: bool = typer.Option(
         False, "--model-process", rich_help_panel="Execution",
-        help="With --workers N: one more process holds the models (CLAP, Whisper, speaker, gender, DreamSim) on the "
-        "device and computes every worker's batches, while the workers do the per-item work. The same rows.",
+        help="With --workers N: one more process holds the models (clap-hf, whisper-hf, wavlm-sv, gender-w2v2, dreamsim) "
+        "on the device and computes every worker's batches, while the workers do the per-item work. The same rows.",
     ),
     executor: str = typer.Option("local", help="local (this machine) or ray (a local Ray instance or --ray-address).", rich_help_panel="Execution"),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster address (default: start a local instance).", rich_help_panel="Execution"),

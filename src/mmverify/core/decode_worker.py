@@ -67,7 +67,8 @@ def _read_exactly(stream: BinaryIO, size: int, buffer: Callable[[int], Any] = by
     return data
 
 
-def read_message(stream: BinaryIO) -> tuple[dict[str, Any], np.ndarray]:
+def read_message(stream: BinaryIO, max_size: int | None = None) -> tuple[dict[str, Any], np.ndarray]:
+    """A message's header and payload; a payload over ``max_size`` bytes is not this protocol."""
     length = int.from_bytes(_read_exactly(stream, 4), "big")
     if length > MAX_HEADER_BYTES:
         raise ProtocolError(f"a header of {length} bytes")
@@ -76,6 +77,8 @@ def read_message(stream: BinaryIO) -> tuple[dict[str, Any], np.ndarray]:
         size = int(header["size"])
     except (ValueError, TypeError, KeyError) as exc:
         raise ProtocolError(f"not a header ({exc})") from None
+    if size < 0 or (max_size is not None and size > max_size):
+        raise ProtocolError(f"a payload of {size} bytes")
     return header, _read_exactly(stream, size, _uninitialised)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import queue
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ def pack(value: Any) -> tuple[Any, list[np.ndarray]]:
 
     def walk(item: Any) -> Any:
         if isinstance(item, np.ndarray):
+            if item.dtype.hasobject or item.dtype.fields is not None:  # bytes alone would not say what they hold
+                raise TypeError(f"cannot send an array of dtype {item.dtype} to the model process")
             if id(item) not in index_of:
                 index_of[id(item)] = len(arrays)
                 arrays.append(item)
@@ -87,11 +90,13 @@ def unpack(data: Any, arrays: list[np.ndarray]) -> Any:
     return {unpack(key, arrays): unpack(part, arrays) for key, part in data["dict"]}
 
 
-def send_value(stream: BinaryIO, header: dict[str, Any], value: Any, key: str) -> None:
-    """``header`` with ``value`` under ``key`` and its arrays' layouts, then the arrays' bytes."""
+def value_message(header: dict[str, Any], value: Any, key: str) -> tuple[Any, ...]:
+    """``header`` with ``value`` under ``key`` and its arrays' layouts, then the arrays' bytes: what
+    :func:`~mmverify.core.decode_worker.write_message` sends.  TypeError for what cannot be sent."""
     data, arrays = pack(value)
     header = {**header, key: data, "arrays": [description(array) for array in arrays]}
-    write_message(stream, header, *(_bytes_of(array) for array in arrays))
+    return (header, *(_bytes_of(array) for array in arrays))
+
 
 
 def _bytes_of(array: np.ndarray) -> memoryview:
@@ -140,9 +145,11 @@ class Pending:
 
 
 class ModelClient:
-    """A connection to the model process: batches go out from any thread; one reader thread hands
-    each reply to the batch it answers.  When the model process goes away, ``on_lost`` is called
-    (a worker ends there), and every batch still waiting, or sent later, fails with
+    """A connection to the model process.  Batches are handed from any thread to one sender
+    thread, which alone writes to the socket: a deadline raised in an item thread can then never
+    cut a message short (which would garble every message after it).  One reader thread hands each
+    reply to the batch it answers.  When the model process goes away, ``on_lost`` is called (a
+    worker ends there), and every batch still waiting, or sent later, fails with
     :class:`ModelUnavailable`."""
 
     def __init__(self, address: str, token: str, on_lost: Callable[[], None] | None = None) -> None:
@@ -152,14 +159,15 @@ class ModelClient:
         self._socket.connect(address)
         self._stream: BinaryIO = self._socket.makefile("rwb", buffering=0)  # type: ignore[assignment]
         write_message(self._stream, {"hello": PROTOCOL, "token": token})
-        header, _ = read_message(self._stream)
+        header, _ = read_message(self._stream, max_size=0)
         if header.get("ready") != PROTOCOL:
             raise ModelUnavailable("model process", f"it refused this worker ({header.get('refused', header)})")
-        self._sending = threading.Lock()
         self._guard = threading.Lock()
         self._pending: dict[int, Pending] = {}
         self._ids = itertools.count()
+        self._outbox: "queue.SimpleQueue[tuple[Any, ...]]" = queue.SimpleQueue()
         threading.Thread(target=self._read_replies, name="mmverify-model-replies", daemon=True).start()
+        threading.Thread(target=self._send_batches, name="mmverify-model-batches", daemon=True).start()
 
     def computation(self, backend: Any, kind: Any) -> Compute:
         """``backend``'s computation ``kind``, run in the model process: launched when its batch is
@@ -174,20 +182,30 @@ class ModelClient:
                 raise ModelUnavailable("model process", GONE)
             ident = next(self._ids)
             self._pending[ident] = pending
-        header = {"id": ident, **identity, "kind": pack(kind)[0]}
         try:
-            with self._sending:
-                send_value(self._stream, header, batch, "batch")
-        except BaseException:
+            name, arrays = pack(kind)
+            if arrays:
+                raise TypeError(f"a computation is named by text and numbers, not arrays: {kind!r}")
+            message = value_message({"id": ident, **identity, "kind": name}, batch, "batch")
+        except BaseException:  # nothing was sent
             with self._guard:
                 self._pending.pop(ident, None)
             raise
+        self._outbox.put(message)  # one call: whole, or not at all
         return pending
 
     def waiting(self) -> bool:
         """Whether a batch sent is still unanswered."""
         with self._guard:
             return bool(self._pending)
+
+    def _send_batches(self) -> None:
+        try:
+            while True:
+                message = self._outbox.get()
+                write_message(self._stream, *message)
+        except Exception:  # noqa: BLE001  (the model process went away)
+            self._gone()
 
     def _read_replies(self) -> None:
         try:
@@ -201,14 +219,17 @@ class ModelClient:
                     pending.outputs = received_value(header, payload, "outputs")
                 pending.arrived.set()
         except Exception:  # noqa: BLE001  (the model process went away, or broke the protocol)
-            if self._on_lost is not None:
-                self._on_lost()
-            with self._guard:
-                self._lost = True
-                waiting, self._pending = list(self._pending.values()), {}
-            for pending in waiting:
-                pending.error = {"type": "ModelUnavailable", "backend": "model process", "message": GONE}
-                pending.arrived.set()
+            self._gone()
+
+    def _gone(self) -> None:
+        if self._on_lost is not None:
+            self._on_lost()
+        with self._guard:
+            self._lost = True
+            waiting, self._pending = list(self._pending.values()), {}
+        for pending in waiting:
+            pending.error = {"type": "ModelUnavailable", "backend": "model process", "message": GONE}
+            pending.arrived.set()
 
 
 def _end_worker() -> None:

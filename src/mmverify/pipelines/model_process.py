@@ -19,6 +19,7 @@ rows already written stay, and a run started again resumes.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue
 import secrets
 import shutil
@@ -26,15 +27,17 @@ import signal
 import socket
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 from ..core.decode_worker import ProtocolError, read_message, write_message
 from ..models.base import ModelUnavailable
 from ..models.compute_locks import computing
 from ..models.hub import get_hub
 from ..models.rows import Staged
-from ..models.served import PROTOCOL, error_reply, received_value, send_value, unpack, use_model_process
+from ..models.batching import MAX_STARTED
+from ..models.served import PROTOCOL, error_reply, received_value, unpack, use_model_process, value_message
 from .context import ScoringContext, install_context
 
 START_TIMEOUT_S = 300.0  # importing the package and binding the socket; models load on first use
@@ -45,13 +48,16 @@ class ModelProcessEnded(RuntimeError):
 
 
 class _Backends:
-    """The backends this process serves, each checked once against what the worker computes with."""
+    """The backends this process serves, each checked once against what the worker computes with,
+    and each with its slots: at most :data:`MAX_STARTED` of its batches launched and not yet
+    finished at a time, whichever workers sent them (as in one process's round), so that the
+    device's queue and memory stay those of one process."""
 
     def __init__(self) -> None:
-        self._checked: dict[tuple[str, str, str], Any] = {}
+        self._checked: dict[tuple[str, str, str], tuple[Any, threading.Semaphore]] = {}
         self._lock = threading.Lock()
 
-    def get(self, header: dict[str, Any]) -> Any:
+    def get(self, header: dict[str, Any]) -> tuple[Any, threading.Semaphore]:
         key = (header["capability"], header["backend"], header["fingerprint"])
         with self._lock:
             if key in self._checked:
@@ -63,65 +69,87 @@ class _Backends:
                 f"not with {header['fingerprint']}"
             ))  # fmt: skip
         with self._lock:
-            self._checked[key] = backend
-        return backend
+            return self._checked.setdefault(key, (backend, self._slots_of(backend)))
+
+    def _slots_of(self, backend: Any) -> threading.Semaphore:
+        """The slots of ``backend`` (lock held): one set per backend, under whatever key it was asked."""
+        for known, slots in self._checked.values():
+            if known is backend:
+                return slots
+        return threading.Semaphore(MAX_STARTED)
 
 
-def _launch(backends: _Backends, header: dict[str, Any], payload: Any) -> tuple[Any, Any]:
-    """The batch launched (a staged computation) or computed: (computation, handle or outputs)."""
-    backend = backends.get(header)
+@dataclass
+class _Launched:
+    """A batch read from a worker: launched (``finish`` set), computed, or failed."""
+
+    ident: int
+    finish: Callable[[Any], Any] | None = None
+    handle: Any = None  # the launch's handle, or the outputs
+    slots: threading.Semaphore | None = None  # released once the batch is finished
+    error: Exception | None = None
+
+
+def _launch(backends: _Backends, header: dict[str, Any], payload: Any) -> _Launched:
+    """The batch launched (a staged computation, once one of its backend's slots is free) or computed."""
+    backend, slots = backends.get(header)
     compute = backend.computation(unpack(header["kind"], []))
     batch = received_value(header, payload, "batch")
-    with computing(backend):
-        if isinstance(compute, Staged):
-            return compute, compute.launch(batch)
-        return None, compute(batch)
+    slots.acquire()
+    try:
+        with computing(backend):
+            if isinstance(compute, Staged):
+                return _Launched(header["id"], compute.finish, compute.launch(batch), slots)
+            outputs = compute(batch)
+    except BaseException:
+        slots.release()
+        raise
+    slots.release()
+    return _Launched(header["id"], handle=outputs)
 
 
-def _answer(replies: "queue.Queue[Any]", stream: BinaryIO, sending: threading.Lock) -> None:
-    """Send each launched batch's outputs back, in launch order."""
+def _answer(replies: "queue.Queue[_Launched | None]", stream: BinaryIO) -> None:
+    """Send each batch's outputs (or error) back, in the order the batches came.  Once the worker is
+    gone, its launched batches are still finished, unsent, so that their backend's slots come back."""
+    connected = True
     while True:
-        entry = replies.get()
-        if entry is None:
+        batch = replies.get()
+        if batch is None:
             return
-        ident, compute, handle, error = entry
-        header: dict[str, Any] = {"id": ident}
         try:
-            if error is not None:
-                raise error
-            outputs = compute.finish(handle) if compute is not None else handle
+            if batch.error is not None:
+                raise batch.error
+            outputs = batch.finish(batch.handle) if batch.finish is not None else batch.handle
+            message = value_message({"id": batch.ident}, outputs, "outputs")
         except Exception as exc:  # noqa: BLE001  (reported to the worker, whose round retries alone)
-            header["error"] = error_reply(exc)
-            outputs = None
+            message = ({"id": batch.ident, "error": error_reply(exc), "arrays": []},)
+        finally:
+            if batch.slots is not None:
+                batch.slots.release()
         try:
-            with sending:
-                if "error" in header:
-                    write_message(stream, {**header, "arrays": []})
-                else:
-                    send_value(stream, header, outputs, "outputs")
-        except OSError:
-            return  # the worker went away
+            if connected:
+                write_message(stream, *message)
+        except (OSError, ValueError):  # the worker went away
+            connected = False
 
 
 def serve_connection(connection: socket.socket, token: str, backends: _Backends) -> None:
     """Answer one worker until it closes its end."""
     stream: BinaryIO = connection.makefile("rwb", buffering=0)  # type: ignore[assignment]
-    sending = threading.Lock()
-    replies: "queue.Queue[Any]" = queue.Queue()
+    replies: "queue.Queue[_Launched | None]" = queue.Queue()
     try:
-        hello, _ = read_message(stream)
+        hello, _ = read_message(stream, max_size=0)  # a hello carries nothing: no one makes this process allocate
         if hello.get("hello") != PROTOCOL or not secrets.compare_digest(str(hello.get("token", "")), token):
             write_message(stream, {"refused": "wrong protocol or token"})
             return
         write_message(stream, {"ready": PROTOCOL})
-        threading.Thread(target=_answer, args=(replies, stream, sending), daemon=True).start()
+        threading.Thread(target=_answer, args=(replies, stream), daemon=True).start()  # the only writer from now
         while True:
             header, payload = read_message(stream)
             try:
-                compute, handle = _launch(backends, header, payload)
-                replies.put((header["id"], compute, handle, None))
+                replies.put(_launch(backends, header, payload))
             except Exception as exc:  # noqa: BLE001
-                replies.put((header["id"], None, None, exc))
+                replies.put(_Launched(header["id"], error=exc))
     except (EOFError, OSError, ProtocolError):
         pass
     finally:
@@ -136,7 +164,10 @@ def _watch_lifeline(lifeline: Any, listener: socket.socket) -> None:
         lifeline.recv()
     except (EOFError, OSError):
         pass
-    listener.shutdown(socket.SHUT_RDWR)
+    try:
+        listener.shutdown(socket.SHUT_RDWR)
+    except OSError:  # a system where a listening socket cannot be shut: end here
+        os._exit(0)
 
 
 def model_process_main(address: str, token: str, context: ScoringContext, ready: Any, lifeline: Any) -> None:
@@ -149,6 +180,7 @@ def model_process_main(address: str, token: str, context: ScoringContext, ready:
     ready.close()
     threading.Thread(target=_watch_lifeline, args=(lifeline, listener), daemon=True).start()
     serve(listener, token)
+    shutil.rmtree(Path(address).parent, ignore_errors=True)  # the parent's stop does too, unless it was killed
 
 
 def serve(listener: socket.socket, token: str) -> None:
@@ -183,7 +215,11 @@ class ModelProcess:
             target=model_process_main, args=(self.address, self.token, context, ready_child, lifeline_child),
             name="mmverify-models", daemon=True,
         )  # fmt: skip
-        self.process.start()
+        try:
+            self.process.start()
+        except BaseException:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            raise
         ready_child.close()
         lifeline_child.close()
         try:
