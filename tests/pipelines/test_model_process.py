@@ -167,8 +167,8 @@ def test_a_model_process_refuses_a_worker_without_its_token(model_process):
     connection = socket.socket(socket.AF_UNIX)
     connection.connect(model_process.address)
     with connection, connection.makefile("rwb", buffering=0) as stream:  # a hello with a payload: not read, no reply
-        write_message(stream, {"hello": PROTOCOL, "token": model_process.token}, b"x" * 1000)
-        with pytest.raises((EOFError, ConnectionResetError)):
+        with pytest.raises((EOFError, ConnectionResetError, BrokenPipeError)):  # closed before, or after, it is all written
+            write_message(stream, {"hello": PROTOCOL, "token": model_process.token}, b"x" * 1000)
             read_message(stream)
 
 
@@ -188,7 +188,7 @@ def clap_run(tmp_path, monkeypatch, tiny_clap, mmmg_instructions):  # noqa: F811
     manifest = write_manifest(tmp_path / "manifest.jsonl", items)
 
     def config(out: Path, **options: object) -> ScoreConfig:
-        return ScoreConfig(manifest=manifest, out=out, instructions=instructions, in_flight=6, **options)  # type: ignore[arg-type]
+        return ScoreConfig(manifest=manifest, out=out, instructions=instructions, **{"in_flight": 6, **options})  # type: ignore[arg-type]
 
     return config
 
@@ -213,23 +213,33 @@ def test_scores_through_a_model_process_are_the_bytes_of_one_process(clap_run, t
 
 
 @pytest.mark.slow
-def test_a_model_process_that_dies_ends_the_run_and_the_run_resumes(clap_run, tmp_path):
+def test_a_model_process_that_dies_ends_the_run_and_the_run_resumes(clap_run, tmp_path, monkeypatch):
+    from mmverify.pipelines import pool as pool_module
+
     run_score(clap_run(tmp_path / "one"))
-    killed: list[int] = []
+    rows_written, killed_after = [0], []
+    submit = pool_module.ProcessWorker.submit
 
-    def kill_the_model_process(_: int) -> None:  # once the first row is written
-        for child in multiprocessing.active_children():
-            if child.name == "mmverify-models" and not killed:
-                child.kill()
-                child.join()
-                killed.append(child.exitcode)
+    def submit_after_a_kill(worker, batch):
+        """Kill the model process before the first batch sent once a row is written (or before the
+        last batch): that batch cannot be scored, so the run cannot end without noticing."""
+        if not killed_after and (rows_written[0] or batch[-1][0] == LAST_ITEM):
+            [models] = [child for child in multiprocessing.active_children() if child.name == "mmverify-models"]
+            models.kill()
+            models.join()
+            killed_after.append(rows_written[0])
+        return submit(worker, batch)
 
+    monkeypatch.setattr(pool_module.ProcessWorker, "submit", submit_after_a_kill)
+    config = clap_run(tmp_path / "served", workers=2, model_process=True, in_flight=3)
+    LAST_ITEM = len(config.manifest.read_text().splitlines()) - 1
     with pytest.raises(ModelProcessEnded, match="resumes"):
-        run_score(clap_run(tmp_path / "served", workers=2, model_process=True), progress=kill_the_model_process)
-    assert killed
+        run_score(config, progress=lambda count: rows_written.__setitem__(0, rows_written[0] + count))
     written = (tmp_path / "served" / "results.jsonl").read_bytes()
     reference = (tmp_path / "one" / "results.jsonl").read_bytes()
-    assert written and reference.startswith(written) and written != reference  # rows kept, none of them an error
+    # rows written before the kill are kept (none of them an error); the batch sent after it is not scored
+    assert killed_after and len(written.splitlines()) >= killed_after[0] and reference.startswith(written) and written != reference
+    monkeypatch.setattr(pool_module.ProcessWorker, "submit", submit)
     run_score(clap_run(tmp_path / "served", workers=2, model_process=True))
     assert (tmp_path / "served" / "results.jsonl").read_bytes() == reference
 
