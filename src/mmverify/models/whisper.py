@@ -192,7 +192,6 @@ class WhisperBase(Backend):
             raise ValueError(f"{self.name} has no computation {kind!r}")
         return lambda batch: self._decode(batch, code)
 
-
     def _decode(self, pieces: list[np.ndarray], language: str | None) -> list[str]:
         """Transcribe clips of at most 30 s each."""
         raise NotImplementedError

@@ -312,10 +312,10 @@ class ProcessExecutor:
             return ProcessWorker(context, self.timeout, initializer, initargs)
 
         def died(worker: PoolWorker) -> None:
-            process = worker.process  # type: ignore[attr-defined]
-            process.join(5)
             if models is None:
                 return
+            process = worker.process  # type: ignore[attr-defined]
+            process.join(5)  # its pipe closed as it ended: the exit code is a moment away
             resumes = "; rows written so far are kept, and the same command resumes the run"
             if process.exitcode == MODEL_PROCESS_STUCK:
                 limit = f" ({self.timeout:g} s)" if self.timeout else ""
