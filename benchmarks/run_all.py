@@ -36,6 +36,7 @@ SUITE: dict[str, tuple[list[str], list[str]]] = {  # name: (full arguments, quic
     "device_contention": ([], ["--items", "16", "--in-flight", "8", "--batch-size", "8", "--prep-limits", "2", "--decode-processes", "1"]),
     "decode_contention": ([], ["--threads", "4", "--batches", "5"]),
     "adversarial_text": ([], ["--sizes", "2000,8000", "--largest", "32000"]),
+    "wire_contention": ([], ["--clips", "16", "--batches", "3"]),
 }
 
 

@@ -18,7 +18,7 @@ from typing import Iterator
 import numpy as np
 import pytest
 
-from mmverify.core.decode_worker import read_message, write_message
+from mmverify.core.decode_worker import SocketStream, read_message, write_message
 from mmverify.models.base import ModelUnavailable
 from mmverify.models.clap import HFClap
 from mmverify.models import served as served_module
@@ -81,9 +81,9 @@ def _same(a: object, b: object) -> bool:
 
 def _through_the_wire(value: object) -> object:
     left, right = socket.socketpair()
-    with left, right, left.makefile("wb", buffering=0) as sending, right.makefile("rb", buffering=0) as receiving:
-        write_message(sending, *value_message({"id": 0}, value, "value"))
-        header, payload = read_message(receiving)
+    with left, right:
+        write_message(SocketStream(left), *value_message({"id": 0}, value, "value"))  # type: ignore[arg-type]
+        header, payload = read_message(SocketStream(right))  # type: ignore[arg-type]
     return received_value(header, payload, "value")
 
 

@@ -44,7 +44,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from .decode_worker import BOOTSTRAP, READY, ProtocolError, arrays_in, description, read_message, write_message
+from .decode_worker import BOOTSTRAP, READY, ProtocolError, arrays_in, description, payload_bytes, read_message, write_message
 from .interrupts import Interrupt, shielded
 from .media import DEFAULT_LIMITS, DecodedAudio, MediaError, MediaLimits, MediaReason, MediaSource, load_audio, load_image, resample
 from .waits import wait_s
@@ -291,7 +291,7 @@ class DecodePool:
             "arrays": [description(array) for array in inputs],
         }  # fmt: skip
         try:
-            arrays, _, _ = self._decode(header, *(memoryview(np.ascontiguousarray(array)) for array in inputs))
+            arrays, _, _ = self._decode(header, *(payload_bytes(array) for array in inputs))
             return arrays
         except Interrupt:
             raise

@@ -31,7 +31,7 @@ from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
-from ..core.decode_worker import ProtocolError, arrays_in, description, read_message, write_message
+from ..core.decode_worker import ProtocolError, SocketStream, arrays_in, description, payload_bytes, read_message, write_message
 from ..core.waits import wait_s
 from .base import ModelUnavailable
 from .rows import Compute, Staged
@@ -95,13 +95,7 @@ def value_message(header: dict[str, Any], value: Any, key: str) -> tuple[Any, ..
     :func:`~mmverify.core.decode_worker.write_message` sends.  TypeError for what cannot be sent."""
     data, arrays = pack(value)
     header = {**header, key: data, "arrays": [description(array) for array in arrays]}
-    return (header, *(_bytes_of(array) for array in arrays))
-
-
-
-def _bytes_of(array: np.ndarray) -> memoryview:
-    """``array``'s bytes in C order, whatever its dtype and shape (empty ones included)."""
-    return memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+    return (header, *(payload_bytes(array) for array in arrays))
 
 
 def received_value(header: dict[str, Any], payload: Any, key: str) -> Any:
@@ -157,7 +151,7 @@ class ModelClient:
         self._lost = False
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._socket.connect(address)
-        self._stream: BinaryIO = self._socket.makefile("rwb", buffering=0)  # type: ignore[assignment]
+        self._stream: BinaryIO = SocketStream(self._socket)  # type: ignore[assignment]
         write_message(self._stream, {"hello": PROTOCOL, "token": token})
         header, _ = read_message(self._stream, max_size=0)
         if header.get("ready") != PROTOCOL:

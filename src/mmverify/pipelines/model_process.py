@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
-from ..core.decode_worker import ProtocolError, read_message, write_message
+from ..core.decode_worker import ProtocolError, SocketStream, read_message, write_message
 from ..models.base import ModelUnavailable
 from ..models.compute_locks import computing
 from ..models.hub import get_hub
@@ -135,7 +135,7 @@ def _answer(replies: "queue.Queue[_Launched | None]", stream: BinaryIO) -> None:
 
 def serve_connection(connection: socket.socket, token: str, backends: _Backends) -> None:
     """Answer one worker until it closes its end."""
-    stream: BinaryIO = connection.makefile("rwb", buffering=0)  # type: ignore[assignment]
+    stream: BinaryIO = SocketStream(connection)  # type: ignore[assignment]
     replies: "queue.Queue[_Launched | None]" = queue.Queue()
     try:
         hello, _ = read_message(stream, max_size=0)  # a hello carries nothing: no one makes this process allocate
