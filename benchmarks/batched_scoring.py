@@ -52,6 +52,23 @@ from mmverify.testing.tiny_models import build_tiny_clap, build_tiny_hf_whisper 
 FILE_SR = 22_050
 CLASSES = ("dog", "rain", "siren", "church bells")
 SENTENCE = "the cat sat on the mat"
+WorkerSetting = tuple[int, bool]  # worker processes, and whether a model process serves them
+
+
+def worker_settings(text: str) -> list[WorkerSetting]:
+    """``4,4m,8m``: 4 workers, then 4 and 8 workers with a model process."""
+    settings = []
+    for part in filter(None, text.split(",")):
+        count, served = (part[:-1], True) if part.endswith("m") else (part, False)
+        if not count.isdigit() or int(count) < 1 or (served and int(count) < 2):
+            raise argparse.ArgumentTypeError(f"{part!r} is not N (N >= 1) or Nm (N >= 2)")
+        settings.append((int(count), served))
+    return settings
+
+
+def setting_name(setting: WorkerSetting) -> str:
+    workers, served = setting
+    return f"--workers {workers}" + (" --model-process" if served else "")
 
 
 def synth(seconds: float, seed: int) -> np.ndarray:
@@ -247,46 +264,49 @@ class RowClock:
 
 def worker_rates(
     name: str, spec_for: Callable[[int], str], items: list[dict], backend_rate: Callable[[], float], args: argparse.Namespace, root: Path,
-    env: dict,
+    env: dict, setting: WorkerSetting,
 ) -> dict[str, Any]:
-    """``mmverify score --workers N`` with ``--batch-items 1`` (shape 1) vs ``--batch-items`` set to
-    this script's ``--in-flight`` (shape ``--batch-size``); worker start-up and model loading are inside the timing (a fresh pool per run),
-    the reference index is built before it."""
+    """``mmverify score --workers N`` (with a model process where ``setting`` says so) with
+    ``--batch-items 1`` (shape 1) vs ``--batch-items`` set to this script's ``--in-flight`` (shape
+    ``--batch-size``); worker start-up and model loading are inside the timing (a fresh pool per
+    run), the reference index is built before it."""
+    workers, served = setting
     from mmverify.pipelines.context import ScoringContext
     from mmverify.pipelines.score import ScoreConfig, run_score
 
     baseline = items[: args.baseline_items] if args.baseline_items else items
     manifests = {}
     for label, chosen in (("one_by_one", baseline), ("together", items)):
-        manifests[label] = root / f"{name.split()[0]}-{label}.jsonl"
+        manifests[label] = root / f"{name.split()[0]}-{label}-{workers}{'m' if served else ''}.jsonl"
         manifests[label].write_text("".join(json.dumps(item) + "\n" for item in chosen), encoding="utf-8")
-    warm = root / f"{name.split()[0]}-warm.jsonl"
+    tag = f"{name.split()[0]}-{workers}{'m' if served else ''}"
+    warm = root / f"{tag}-warm.jsonl"
     warm.write_text("".join(json.dumps(item) + "\n" for item in items[:2]), encoding="utf-8")
     rates, rows, flowing = {}, {}, {}
     for label, flight, shape in (("one_by_one", 1, 1), ("together", args.in_flight, args.batch_size)):
         context = ScoringContext(models=spec_for(shape), device=args.device, precision=args.precision, env=env, cache_dir=root / "cache")
 
         def run(source: Path, out: Path) -> Path:
-            decoding = args.decode_processes if flight > 1 and args.workers == 1 else 0
+            decoding = args.decode_processes if flight > 1 and workers == 1 else 0
             config = ScoreConfig(
-                source, out, workers=args.workers, in_flight=flight, decode_processes=decoding, timeout=None, context=context,
-                model_process=args.model_process,
+                source, out, workers=workers, in_flight=flight, decode_processes=decoding, timeout=None, context=context,
+                model_process=served,
             )  # fmt: skip
             with RowClock(out / "results.jsonl") as clock:
                 path = run_score(config).results_path
             flowing.setdefault(label, []).append(clock.rate(len(path.read_text().splitlines())))
             return path
 
-        run(warm, root / f"warm-{label}-{name.split()[0]}")
+        run(warm, root / f"warm-{label}-{tag}")
         flowing[label] = []  # the warm-up run's rate is not one of the measured ones
-        outs = iter(root / f"{label}-{name.split()[0]}-{i}" for i in range(args.repeats))
+        outs = iter(root / f"{label}-{tag}-{i}" for i in range(args.repeats))
         rates[label], path = best_rate(lambda: run(manifests[label], next(outs)), len(baseline if label == "one_by_one" else items), args.repeats)
         rows[label] = [json.loads(line) for line in path.read_text().splitlines()]
     refuse_error_rows(name, [row for label in rows for row in rows[label]])
     scored = all(r["status"] == "scored" for label in rows for r in rows[label]) and len(rows["together"]) == len(items)
     pairs = zip(rows["one_by_one"], rows["together"])
     return {
-        "task": name, **rates, "speedup": rates["together"] / rates["one_by_one"], "all_scored": scored,
+        "task": name, "setting": setting_name(setting), **rates, "speedup": rates["together"] / rates["one_by_one"], "all_scored": scored,
         "max_delta": max(abs(a["score"] - b["score"]) for a, b in pairs) if scored else float("nan"), "backend": backend_rate(),
         "flowing": max((rate for rate in flowing["together"] if rate == rate), default=float("nan")),  # NaN: none measurable
     }  # fmt: skip
@@ -307,11 +327,11 @@ def main() -> None:
     parser.add_argument("--check", type=int, default=16, help="items scored one by one at the batch shape, for the identity check")
     parser.add_argument("--whisper-items", type=int, default=0, help="score the Whisper task on the first N items only (0: all)")
     parser.add_argument("--baseline-items", type=int, default=0, help="time before and one by one on the first N items only (0: all)")
-    parser.add_argument("--workers", type=int, default=0, help="also score with `mmverify score --workers N` (0: skip)")
-    parser.add_argument("--workers-only", action="store_true", help="with --workers: only the `mmverify score` rows")
     parser.add_argument(
-        "--model-process", action="store_true", help="with --workers N (N > 1): one model process computes every worker's CLAP batches"
-    )
+        "--workers", type=worker_settings, default=[], help="also score with `mmverify score --workers N` for each comma-separated "
+        "setting: N, or Nm for N worker processes (N > 1) with a model process computing every worker's batches (4,4m,8m)",
+    )  # fmt: skip
+    parser.add_argument("--workers-only", action="store_true", help="with --workers: only the `mmverify score` rows")
     parser.add_argument("--tasks", default="clap,whisper", help="which tasks to score: clap, whisper or both (comma-separated)")
     parser.add_argument("--decode-processes", type=int, default=0, help="processes decoding the media of items scored together (with one worker)")
     args = parser.parse_args()
@@ -380,10 +400,11 @@ def main() -> None:
             clap_spec = lambda shape: f"audio_text=clap-hf@{clap}?batch_size={shape}&rows={args.rows}"  # noqa: E731
             whisper_spec_for = lambda shape: whisper_spec.format(options=f"batch_size={shape}&rows={args.rows}")  # noqa: E731
             print_score_header(args)
-            if clap:
-                print_score_row(worker_rates("a_sound_cot (CLAP)", clap_spec, sound, clap_alone, args, root, env))
-            if whisper:
-                print_score_row(worker_rates("a_speech_translate (Whisper)", whisper_spec_for, speech, whisper_alone, args, root, env))
+            for setting in args.workers:  # each row as soon as it is measured
+                if clap:
+                    print_score_row(worker_rates("a_sound_cot (CLAP)", clap_spec, sound, clap_alone, args, root, env, setting))
+                if whisper:
+                    print_score_row(worker_rates("a_speech_translate (Whisper)", whisper_spec_for, speech, whisper_alone, args, root, env, setting))
 
 
 def print_setting(args: argparse.Namespace, sound_items: int, speech_items: int) -> None:
@@ -413,18 +434,17 @@ def print_reward_row(r: dict[str, Any]) -> None:
 
 
 def print_score_header(args: argparse.Namespace) -> None:
-    served = " --model-process" if args.model_process else ""
-    print(f"mmverify score --workers {args.workers}{served}, worker start-up and model loading included "
+    print("mmverify score, worker start-up and model loading included "
           "(once rows flow: from the first rows written to the last)", flush=True)  # fmt: skip
     print(
-        f"{'task':32} {'one by one':>14} {'together':>14} {'speed-up':>9}  together/backend  "
+        f"{'task':32} {'setting':>30} {'one by one':>14} {'together':>14} {'speed-up':>9}  together/backend  "
         f"{'once rows flow':>14}  flowing/backend  max |score difference| (batch shapes 1 and {args.batch_size})", flush=True,
     )  # fmt: skip
 
 
 def print_score_row(r: dict[str, Any]) -> None:
     print(
-        f"{r['task']:32} {r['one_by_one']:10.1f} it/s {r['together']:10.1f} it/s {r['speedup']:8.2f}x  "
+        f"{r['task']:32} {r['setting']:>30} {r['one_by_one']:10.1f} it/s {r['together']:10.1f} it/s {r['speedup']:8.2f}x  "
         f"{r['together'] / r['backend']:16.2f}  {r['flowing']:9.1f} it/s  {r['flowing'] / r['backend']:15.2f}  "
         f"{r['max_delta']:.2g}", flush=True,
     )  # fmt: skip

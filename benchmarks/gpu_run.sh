@@ -10,8 +10,9 @@
 #   bash benchmarks/gpu_run.sh score     # CLAP with media decoded in 8 processes (Reward, `score --workers 1`),
 #                                        # then through `mmverify score --workers 2` and `--workers 4`
 #   bash benchmarks/gpu_run.sh embed     # CLAP embed_audio alone over 2,048 clips, with its diagnostics (~190 s on an H100)
-#   bash benchmarks/gpu_run.sh workers   # CLAP at scale: `mmverify score --workers 4 --model-process` and `--workers 8 ...`,
-#                                        # with their rates once rows flow (worker start-up left out)
+#   bash benchmarks/gpu_run.sh workers   # CLAP at scale, one run of the benchmark: `mmverify score --workers 4 --model-process`,
+#                                        # plain `--workers 4`, then `--workers 8 --model-process`, with their rates once
+#                                        # rows flow (worker start-up left out)
 #   bash benchmarks/gpu_run.sh all       # one call of under 10 minutes (a 15-minute device lease): the CLAP
 #                                        # figures first, then Whisper, DreamSim, speaker/gender, on smaller
 #                                        # workloads, and last where items scored together lose time
@@ -125,13 +126,13 @@ if [ "$quick" = 1 ]; then
       mv "$out/batched_scoring.log" "$out/score_decoding.log"
       run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 \
         --tasks clap --workers 2 --workers-only "${size[@]}"
-      mv "$out/batched_scoring.log" "$out/score_workers_2.log" ;;
+      mv "$out/batched_scoring.log" "$out/score_workers.log" ;;
     embed)
       run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 --model "${size[@]}" ;;
     workers)
       run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 2 --check 2 \
-        --tasks clap --workers 2 --workers-only --model-process "${size[@]}"
-      mv "$out/batched_scoring.log" "$out/score_workers_2_model_process.log" ;;
+        --tasks clap --workers 2m,2 --workers-only "${size[@]}"
+      mv "$out/batched_scoring.log" "$out/score_workers.log" ;;
     all)
       run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 "${size[@]}"
       run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 4 --check 2 \
@@ -166,22 +167,19 @@ case $part in
   scoring)
     run batched_scoring 540 --full --device "$device" --items 2048 --whisper-items 512 --in-flight 256 --batch-size 128 \
       --baseline-items 128 --repeats 1 --check 8 ;;
-  score)  # CLAP only (Whisper reaches 0.98 of its backend with one worker); 3 x 150 s
+  score)  # CLAP only (Whisper reaches 0.98 of its backend with one worker); 150 s + 300 s
     clap_decoding
     # each worker process brings its own interpreter lock and model copy
-    for workers in 2 4; do
-      run batched_scoring 150 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
-        --baseline-items 128 --repeats 1 --tasks clap --workers "$workers" --workers-only
-      mv "$out/batched_scoring.log" "$out/score_workers_$workers.log"
-    done ;;
+    run batched_scoring 300 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
+      --baseline-items 128 --repeats 1 --tasks clap --workers 2,4 --workers-only
+    mv "$out/batched_scoring.log" "$out/score_workers.log" ;;
   embed)  # on an H100 host: about 20 s of imports, then about 150 s of rows
     run clap_frontend 240 --device "$device" --clips 2048 --batch-sizes 128 --numpy-clips 16 --repeats 1 ;;
-  workers)  # the caps add up to 540 s (an H100's host took over 145 s for each); `embed` first, in a call of its own
-    for workers in 4 8; do  # one interpreter lock per worker for the items' work, one model process on the GPU
-      run batched_scoring 270 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 \
-        --baseline-items 32 --repeats 1 --tasks clap --workers "$workers" --workers-only --model-process
-      mv "$out/batched_scoring.log" "$out/score_workers_${workers}_model_process.log"
-    done ;;
+  workers)  # one run of the benchmark (one set of checkpoints and clips), rows printed as each setting ends: on an H200's
+    # host each setting took about 130-200 s with 2,048 items; `embed` goes in a call of its own
+    run batched_scoring 550 --full --device "$device" --items 4096 --in-flight 256 --batch-size 128 \
+      --baseline-items 8 --repeats 1 --tasks clap --workers 4m,4,8m --workers-only
+    mv "$out/batched_scoring.log" "$out/score_workers.log" ;;
   all)  # in order of importance; the caps add up to 580 s (the call without device_contention took 434 s on an H100)
     run clap_frontend 60 --device "$device" --clips 512 --batch-sizes 128 --repeats 1
     run batched_scoring 150 --full --device "$device" --items 2048 --in-flight 256 --batch-size 128 --baseline-items 128 \

@@ -42,7 +42,7 @@ def gpu_run(part: str, out: Path, **env: str) -> subprocess.CompletedProcess:
         ("clap", {
             "device_tests": ["passed", "skipped"],  # the CUDA-only tests skip here
             "clap_frontend": ["torch front end (cpu, float64)", "embed_audio, torch, fp32, earlier copies", "embed_audio staged = earlier copies (fp32)", "same bytes"],
-            "score_decoding": ["mmverify score --workers 1", "media decoded by 2 decoding process(es)", "identical rows"],
+            "score_decoding": ["mmverify score", "--workers 1", "media decoded by 2 decoding process(es)", "identical rows"],
             "host_ceiling": ["launch 0 ms, device 1 ms a batch: backend alone", "decoding in item threads", "2 decoding processes"],
             "device_contention": ["backend alone", "2 decoding processes", "CUDA graph: needs a CUDA device"],
         }),
@@ -54,12 +54,12 @@ def gpu_run(part: str, out: Path, **env: str) -> subprocess.CompletedProcess:
         }),
         ("scoring", {"batched_scoring": ["identical rows", "a_sound_cot (CLAP)", "a_speech_translate (Whisper)", "8 CLAP and 4 Whisper items"]}),
         ("score", {
-            "score_decoding": ["mmverify score --workers 1", "media decoded by 2 decoding process(es)", "a_sound_cot (CLAP)", "identical rows"],
-            "score_workers_2": ["mmverify score --workers 2", "a_sound_cot (CLAP)", "8 CLAP and 0 Whisper items"],
+            "score_decoding": ["mmverify score", "--workers 1", "media decoded by 2 decoding process(es)", "a_sound_cot (CLAP)", "identical rows"],
+            "score_workers": ["mmverify score", "--workers 2", "a_sound_cot (CLAP)", "8 CLAP and 0 Whisper items"],
         }),
         ("embed", {"clap_frontend": ["embed_audio, torch front end, fp32", "embed_audio staged = earlier copies (bf16)", "same bytes"]}),
         ("workers", {
-            "score_workers_2_model_process": ["mmverify score --workers 2 --model-process", "once rows flow", "a_sound_cot (CLAP)"],
+            "score_workers": ["--workers 2 --model-process", "once rows flow", "a_sound_cot (CLAP)"],
         }),
     ],
 )  # fmt: skip
@@ -74,6 +74,11 @@ def test_each_part_runs_every_benchmark_and_each_prints_its_rows(tmp_path: Path,
         for line in lines:
             assert line in log, f"{name}: {line!r} missing from its log"
         assert "NOT the same" not in log
+    if part == "workers":  # one row per setting: with a model process, then without
+        log = (tmp_path / "score_workers.log").read_text()
+        assert [line.split("(CLAP)")[1].strip().split("  ")[0] for line in log.splitlines() if line.startswith("a_sound_cot")] == [
+            "--workers 2 --model-process", "--workers 2",
+        ]
     assert (tmp_path / "machine.txt").read_text().strip()
 
 
@@ -85,7 +90,7 @@ def test_the_one_call_part_runs_each_benchmark_once_and_keeps_both_scoring_logs(
     names = ("clap_frontend", "batched_scoring", "batched_scoring", "dreamsim_batching", "clip_models", "whisper_frontend", "device_contention")
     assert [line.split()[1] for line in result.stdout.splitlines() if line.endswith(" exit 0")] == list(names)  # in this order
     clap, whisper = (tmp_path / "scoring_clap.log").read_text(), (tmp_path / "scoring_whisper.log").read_text()
-    assert "mmverify score --workers 1" in clap and "a_sound_cot (CLAP)" in clap and "a_speech_translate" not in clap
+    assert "mmverify score" in clap and "--workers 1" in clap and "a_sound_cot (CLAP)" in clap and "a_speech_translate" not in clap
     assert "8 CLAP and 0 Whisper items" in clap
     assert "identical rows" in whisper and "a_speech_translate (Whisper)" in whisper and "a_sound_cot" not in whisper
     assert "speaker (WavLM x-vector)" in (tmp_path / "clip_models.log").read_text()
