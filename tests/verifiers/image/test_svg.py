@@ -14,7 +14,6 @@ import threading
 import urllib.request
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np
