@@ -17,6 +17,8 @@
 #                                        # figures first, then Whisper, DreamSim, speaker/gender, on smaller
 #                                        # workloads, and last where items scored together lose time
 #   bash benchmarks/gpu_run.sh profile   # who holds the interpreter lock while they do (py-spy --gil, summarised)
+#   bash benchmarks/gpu_run.sh model-profile  # where each thread of `score --workers 4 --model-process` spends its time,
+#                                        # the model process's reader and answer threads apart (py-spy --idle, summarised)
 #
 # Wheels carried in .whl/ (fetched here by benchmarks/gpu_wheels.sh; WHEELS names another folder)
 # are installed to /tmp/site first.  Every benchmark runs under its own time cap and writes its log to $OUT (default
@@ -24,9 +26,9 @@
 # DEVICE (cuda) and QUICK=1 (tiny workloads: a check of this script on any machine) can be set.
 set -u
 cd "$(dirname "$0")/.."
-part=${1:?"which part: clap, models, scoring, score, embed, workers, all or profile"}
-case $part in clap | models | scoring | score | embed | workers | all | profile) ;;
-  *) echo "unknown part: $part (clap, models, scoring, score, embed, workers, all or profile)" >&2; exit 2 ;;
+part=${1:?"which part: clap, models, scoring, score, embed, workers, all, profile or model-profile"}
+case $part in clap | models | scoring | score | embed | workers | all | profile | model-profile) ;;
+  *) echo "unknown part: $part (clap, models, scoring, score, embed, workers, all, profile or model-profile)" >&2; exit 2 ;;
 esac
 out=${OUT:-/tmp/gpu-out}
 python=${PYTHON:-python3}
@@ -76,19 +78,43 @@ device_tests() {
   [ "$code" = 0 ] || status=1
 }
 
+# spy: the path of py-spy (installed here, or from the carried wheels), or a complaint and status 1
+spy() {
+  command -v py-spy || { [ -x /tmp/site/bin/py-spy ] && echo /tmp/site/bin/py-spy; } \
+    || { echo "py-spy is missing (benchmarks/gpu_wheels.sh fetches it)" >&2; status=1; return 1; }
+}
+
 # profile ARGS...: device_contention.py's first setting under py-spy's --gil sampling (the thread
 # holding the lock), summarised by gil_summary.py into $out/gil_profile.log; the raw stacks stay beside it
 profile() {
-  local spy code
-  spy=$(command -v py-spy || { [ -x /tmp/site/bin/py-spy ] && echo /tmp/site/bin/py-spy; }) \
-    || { echo "py-spy is missing (benchmarks/gpu_wheels.sh fetches it)" >&2; status=1; return; }
+  local sampler code
+  sampler=$(spy) || return
   echo "=== gil_profile $*"
-  timeout 300 "$spy" record --gil --threads --nonblocking --rate 250 --format raw -o "$out/gil.raw" -- \
+  timeout 300 "$sampler" record --gil --threads --nonblocking --rate 250 --format raw -o "$out/gil.raw" -- \
     "$python" benchmarks/device_contention.py --first-only --prep-limits "" "$@" > "$out/gil_profile.log" 2>&1
   code=$?
   [ "$code" = 0 ] && { "$python" benchmarks/gil_summary.py "$out/gil.raw" >> "$out/gil_profile.log" 2>&1 || code=1; }
   grep -v -e "Loading weights" -e "Writing model shards" -e "^py-spy>" "$out/gil_profile.log" | head -n 60
   echo "=== gil_profile exit $code"
+  [ "$code" = 0 ] || status=1
+}
+
+# model_profile CAP ARGS...: batched_scoring.py (its `mmverify score` settings) under py-spy's --idle
+# sampling of every process and thread, summarised by role (the model process's reader waiting for
+# a batch, for a slot or launching; its answer thread; the workers' item and sender threads) into
+# $out/model_profile.log; the raw stacks stay beside it
+model_profile() {
+  local sampler code cap=$1
+  shift
+  sampler=$(spy) || return
+  echo "=== model_profile $*"
+  timeout "$cap" "$sampler" record --idle --threads --subprocesses --nonblocking --rate 50 --format raw -o "$out/model.raw" -- \
+    "$python" benchmarks/batched_scoring.py "$@" > "$out/model_profile.log" 2>&1
+  code=$?
+  [ "$code" = 0 ] && { "$python" benchmarks/gil_summary.py --every-sample --main-within "" --top 8 "$out/model.raw" \
+    >> "$out/model_profile.log" 2>&1 || code=1; }
+  grep -v -e "Loading weights" -e "Writing model shards" -e "^py-spy>" "$out/model_profile.log" | head -n 90
+  echo "=== model_profile exit $code"
   [ "$code" = 0 ] || status=1
 }
 
@@ -147,6 +173,9 @@ if [ "$quick" = 1 ]; then
       run device_contention 300 --device "$device" --items 8 --in-flight 4 --batch-size 4 --prep-limits 2 --decode-processes 2 ;;
     profile)
       profile --device "$device" --items 16 --in-flight 8 --batch-size 4 ;;
+    model-profile)
+      model_profile 300 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 2 --check 2 --tasks clap \
+        --workers 2m --workers-only "${size[@]}" ;;
   esac
   exit $status
 fi
@@ -194,5 +223,8 @@ case $part in
     run device_contention 60 --full --device "$device" --items 1024 --prep-limits 4 --decode-processes 8 ;;
   profile)  # about a minute on an H100
     profile --full --device "$device" --items 1024 ;;
+  model-profile)  # one setting of `workers` (about 200 s on an H200's host), sampled
+    model_profile 500 --full --device "$device" --items 4096 --in-flight 256 --batch-size 128 --baseline-items 8 --repeats 1 \
+      --tasks clap --workers 4m --workers-only ;;
 esac
 exit $status

@@ -37,3 +37,27 @@ def test_self_and_inclusive_lines_name_functions_without_line_numbers():
 
 def test_nothing_sampled_says_so():
     assert summarize(LINES[3:4], "trial (", top=5) == "no samples of the scoring threads"
+
+
+SUBPROCESS_LINES = [  # py-spy --subprocesses --idle: each stack starts with the processes it is in
+    'process 100:"python -m mmverify score";process 200:"python -c from multiprocessing.spawn import spawn_main";'
+    "thread (5): mmverify-model-reader;Thread.run (threading.py:982);serve_connection (mmverify/pipelines/model_process.py:150);"
+    "read_message (mmverify/core/decode_worker.py:123);readinto (mmverify/core/decode_worker.py:75) 30",
+    'process 100:"python -m mmverify score";process 200:"python -c from multiprocessing.spawn import spawn_main";'
+    "thread (5): mmverify-model-reader;Thread.run (threading.py:982);serve_connection (mmverify/pipelines/model_process.py:150);"
+    "_launch (mmverify/pipelines/model_process.py:101) 10",
+    'process 100:"python -m mmverify score";process 300:"python -c from multiprocessing.spawn import spawn_main";'
+    "thread (7): mmverify-model-batches;Thread.run (threading.py:982);_send_batches (mmverify/models/served.py:200) 20",
+    'process 100:"python -c ',  # a command line broken over lines: its pieces are no stacks
+    '    import sys',
+    'print(1)";thread (1): MainThread;<module> (<string>:3) 40',
+]
+
+
+def test_a_profile_of_several_processes_sums_each_role_over_them():
+    text = summarize(SUBPROCESS_LINES, "", top=5, every_sample=True)
+    assert text.startswith("60 samples\n")  # every sample, not the lock's; no main thread
+    assert "mmverify-model-reader:  66.7% of the samples" in text and "mmverify-model-batches:  33.3% of the samples" in text
+    reader = text.split("mmverify-model-reader:")[1].split("mmverify-model-batches:")[0]
+    assert "75.0%  readinto (mmverify/core/decode_worker.py)" in reader and "25.0%  _launch (mmverify/pipelines/model_process.py)" in reader
+    assert "process 100" not in text and "MainThread" not in text

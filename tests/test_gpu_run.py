@@ -101,9 +101,8 @@ def test_the_one_call_part_runs_each_benchmark_once_and_keeps_both_scoring_logs(
     assert len(list(tmp_path.glob("*.log"))) + 1 <= 8  # with machine.txt: what one device call brings back
 
 
-@pytest.mark.slow
-def test_the_profile_part_summarises_who_held_the_lock_while_items_were_scored(tmp_path: Path):
-    needs_the_models_extra()
+def path_with_a_working_py_spy(tmp_path: Path) -> str:
+    """PATH with this Python's folder first, where py-spy is installed and can sample; else the test skips."""
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     spy = shutil.which("py-spy", path=path)
     if spy is None:
@@ -112,6 +111,13 @@ def test_the_profile_part_summarises_who_held_the_lock_while_items_were_scored(t
                            capture_output=True, text=True)  # fmt: skip
     if trial.returncode != 0:  # sampling another process needs ptrace rights that some containers withhold
         pytest.skip(f"py-spy cannot sample here: {trial.stderr.strip()[-300:]}")
+    return path
+
+
+@pytest.mark.slow
+def test_the_profile_part_summarises_who_held_the_lock_while_items_were_scored(tmp_path: Path):
+    needs_the_models_extra()
+    path = path_with_a_working_py_spy(tmp_path)
     result = gpu_run("profile", tmp_path, PATH=path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "=== gil_profile exit 0" in result.stdout
@@ -120,6 +126,22 @@ def test_the_profile_part_summarises_who_held_the_lock_while_items_were_scored(t
     # a short run may catch no scoring thread holding the lock: either summary is the summariser's (tests/test_gil_summary.py)
     assert "samples holding the interpreter lock" in log or "no samples of the scoring threads" in log
     assert "): MainThread;" in (tmp_path / "gil.raw").read_text()  # the raw stacks stay beside it, by thread (start-up holds the lock)
+
+
+@pytest.mark.slow
+def test_the_model_profile_part_says_where_the_model_process_threads_spent_their_time(tmp_path: Path):
+    needs_the_models_extra()
+    path = path_with_a_working_py_spy(tmp_path)
+    result = gpu_run("model-profile", tmp_path, PATH=path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "=== model_profile exit 0" in result.stdout
+    log = (tmp_path / "model_profile.log").read_text()
+    assert "--workers 2 --model-process" in log and "once rows flow" in log  # the benchmark's own rows
+    for role in ("mmverify-model-reader", "mmverify-model-answer", "mmverify-model-batches"):  # every process sampled
+        assert f"{role}: " in log, role
+    assert "samples\n" in log and "holding the interpreter lock" not in log  # every sample, not the lock's
+    raw = (tmp_path / "model.raw").read_text()
+    assert raw.count("mmverify-model-reader") and "process " in raw  # the raw stacks stay beside it, by process
 
 
 @pytest.mark.slow

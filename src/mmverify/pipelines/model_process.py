@@ -143,7 +143,8 @@ def serve_connection(connection: socket.socket, token: str, backends: _Backends)
             write_message(stream, {"refused": "wrong protocol or token"})
             return
         write_message(stream, {"ready": PROTOCOL})
-        threading.Thread(target=_answer, args=(replies, stream), daemon=True).start()  # the only writer from now
+        # the only writer from now; threads are named for profiles (benchmarks/gil_summary.py)
+        threading.Thread(target=_answer, args=(replies, stream), name="mmverify-model-answer", daemon=True).start()
         while True:
             header, payload = read_message(stream)
             try:
@@ -191,7 +192,9 @@ def serve(listener: socket.socket, token: str) -> None:
             connection, _ = listener.accept()
         except OSError:  # shut (by the lifeline's watcher)
             return
-        threading.Thread(target=serve_connection, args=(connection, token, backends), daemon=True).start()
+        threading.Thread(
+            target=serve_connection, args=(connection, token, backends), name="mmverify-model-reader", daemon=True
+        ).start()
 
 
 def served_worker(address: str, token: str, initializer: Any, initargs: tuple[Any, ...]) -> None:
