@@ -356,7 +356,7 @@ def test_cot_scores_the_whole_clip_and_thresholds_are_strict(tmp_path, configure
     assert direct(MusicExclude(threshold=float(np.nextafter(sim, np.inf))), {"instrument": "piano"}, other).score == 1.0
 
 
-class _ShippingDecoder:
+class ShippingDecoder:
     """Decodes here, but ships the whole clip at the rates asked for and resamples the parts it is
     given, as decoding processes do (with ``resample``, untouched by the test's counting); records
     what it was asked."""
@@ -395,7 +395,7 @@ def test_clap_tasks_leave_resampling_to_decoding(tmp_path, configure, monkeypatc
     )
     for task, data, asked, parts_asked in cases:
         here = task.score(Instance("test/0", data), Response(parts))  # references indexed, resampling here
-        shipping, made_here = _ShippingDecoder(resample), []
+        shipping, made_here = ShippingDecoder(resample), []
         monkeypatch.setattr(media, "resample", lambda signal, *rates: made_here.append((len(signal), *rates)) or resample(signal, *rates))
         shipped = task.score(Instance("test/0", data), Response(parts, decoder=shipping))
         monkeypatch.setattr(media, "resample", resample)

@@ -51,6 +51,58 @@ def _one_word_wrong(text: str) -> tuple[str, int]:
     return " ".join(["zebra", *words[1:]]), len(words)
 
 
+class _Recording:
+    """A speech model that records the arrays it is given: a transcriber and a gender classifier."""
+
+    sample_rate = 16_000
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.given: list[bytes] = []
+
+    def ensure_loaded(self) -> None:
+        pass
+
+    def transcribe(self, clips, language=None, max_seconds=None):  # type: ignore[no-untyped-def]
+        self.given += [clip.tobytes() for clip in clips]
+        return ["the cat sat down"] * len(clips)
+
+    def classify(self, clips):  # type: ignore[no-untyped-def]
+        self.given += [clip.tobytes() for clip in clips]
+        return [MALE] * len(clips)
+
+
+def test_speech_tasks_leave_resampling_to_decoding_and_resample_a_clip_once(tmp_path, monkeypatch):
+    """The speech tasks ask decoding for the clip at the models' 16 kHz too and hand the models what
+    it ships, resampling nothing themselves; decoded here, the clip is resampled once, however many
+    models take it (a transcriber and a gender classifier)."""
+    from mmverify.core import media
+    from mmverify.core.types import Instance
+    from mmverify.tasks.response import ResolvedPart, Response
+    from mmverify.tasks.speech import SpeechAttribute, SpeechRetrieve
+    from tests.tasks.test_sound import ShippingDecoder
+
+    path = tone(tmp_path / "a.wav", seconds=1.3)
+    parts = [ResolvedPart("audio", media=path, label=path.name)]
+    samples = load_audio(str(path), SR)[0]
+    resample = media.resample
+    expected = resample(samples, SR, 16_000).tobytes()
+    cases = ((SpeechAttribute(), {"text": "The cat sat down.", "gender": "male"}, 2), (SpeechRetrieve(), {"text": "the cat"}, 1))
+    for task, data, takes in cases:
+        task_id = task.id
+        for decoder, made_count in ((None, 1), (ShippingDecoder(resample), 0)):
+            transcriber, gender, made_here = _Recording(), _Recording(), []
+            use_models(monkeypatch, tmp_path / "cache", NO_MODELS, transcriber=transcriber, gender=gender)
+            monkeypatch.setattr(media, "resample", lambda signal, *rates: made_here.append(rates) or resample(signal, *rates))
+            response = Response(parts) if decoder is None else Response(parts, decoder=decoder)
+            task.score(Instance(f"{task_id}/0", data), response)
+            monkeypatch.setattr(media, "resample", resample)
+            assert made_here == [(SR, 16_000)] * made_count, (task_id, made_here)
+            assert transcriber.given + gender.given == [expected] * takes, task_id
+            if decoder is not None:
+                assert decoder.asked == [(16_000,)], task_id
+
+
 # -- a_speech_attribute ------------------------------------------------------------------------------
 
 

@@ -226,12 +226,17 @@ class DecodedAudio:
     samples: np.ndarray
     rate: int
     resampled: Mapping[int, np.ndarray] = field(default_factory=dict)
+    _made_here: dict[int, np.ndarray] = field(default_factory=dict, init=False, repr=False)
 
     def whole_at(self, rate: int) -> np.ndarray:
-        """``resample(samples, self.rate, rate)``, made at decoding when it was asked for then (that
-        array is returned on every call: read it, do not write it)."""
+        """``resample(samples, self.rate, rate)``, made at decoding when it was asked for then, else
+        here on the first call (the same array is returned on every call: read it, do not write it)."""
         made = self.resampled.get(rate)
-        return made if made is not None else resample(self.samples, self.rate, rate)
+        if made is None:
+            made = self._made_here.get(rate)
+        if made is None:
+            made = self._made_here[rate] = resample(self.samples, self.rate, rate)
+        return made
 
 
 _STORED_FILTER_MAX_RATE = 1000  # filters of odd rate pairs (44101 Hz) run to MBs: designed per call

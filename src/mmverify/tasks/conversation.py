@@ -24,6 +24,7 @@ from ..verifiers.text import parse_mmmg_turn_constraints
 from .base import Task, require_field
 from .response import Response
 from .speech_steps import (
+    MODEL_RATES,
     PUBLISHED_TRANSCRIPTION,
     SAMPLE_RATE,
     SPEAKER_THRESHOLD,
@@ -94,8 +95,8 @@ class Conversation(Task):
                 "wrong_audio_count", f"expected {len(order)} clips (one per turn), got {count}",
                 audio_count=count, expected=len(order),
             )  # fmt: skip
-        clips = [audio for audio, _ in response.audios(SAMPLE_RATE)]
-        transcripts = transcribe(clips, SAMPLE_RATE, "en", self.transcription)
+        clips = response.clips(SAMPLE_RATE, MODEL_RATES)
+        transcripts = transcribe(clips, "en", self.transcription)
 
         components: dict[str, float] = {}
         turn_evidence = []
@@ -105,7 +106,7 @@ class Conversation(Task):
             turn_evidence.append({"turn": turn, "instructions": check.evidence["instructions"]})
         constraint_score = sum(components.values()) / len(turns)
 
-        sims = speaker_similarities(clips, SAMPLE_RATE)
+        sims = speaker_similarities(clips)
         pairs = list(itertools.combinations(range(len(order)), 2))
         same = [float(sims[i, j]) for i, j in pairs if order[i] == order[j]]
         cross = [float(sims[i, j]) for i, j in pairs if order[i] != order[j]]

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import numpy as np
 
 from ..core.errors import ErrorCode, ScoringError
-from ..core.media import resample
+from ..core.media import DecodedAudio
 from ..core.types import Check, Instance
 from ..verifiers.speech import prosody
 from ..verifiers.speech.text_metrics import (
@@ -39,6 +39,7 @@ from .base import Task, require_field
 from .media import instance_audios
 from .response import Response
 from .speech_steps import (
+    MODEL_RATES,
     PUBLISHED_TRANSCRIPTION,
     SAMPLE_RATE,
     SPEAKER_THRESHOLD,
@@ -89,11 +90,13 @@ class SpeechTask(Task):
     def params(self) -> Mapping[str, Any]:
         return {"transcription": self.transcription.as_params()}
 
-    def clip(self, response: Response) -> np.ndarray:
-        return response.single_audio(SAMPLE_RATE)[0]
+    def clip(self, response: Response) -> DecodedAudio:
+        """The one clip at the published analysis rate, and at the models' rate where decoding
+        makes it (in a decoding process, where items have them)."""
+        return response.single_clip(SAMPLE_RATE, MODEL_RATES)
 
-    def transcript(self, audio: np.ndarray) -> str:
-        return transcribe([audio], SAMPLE_RATE, self.language, self.transcription)[0]
+    def transcript(self, clip: DecodedAudio) -> str:
+        return transcribe([clip], self.language, self.transcription)[0]
 
 
 class SpeechAttribute(SpeechTask):
@@ -171,10 +174,11 @@ class SpeechAttribute(SpeechTask):
         if gender not in GENDERS:
             raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: gender must be one of {GENDERS}, got {gender!r}")
         pitch, speed = _level(instance, "pitch"), _level(instance, "speed")
-        audio = self.clip(response)
-        transcript = self.transcript(audio)
+        clip = self.clip(response)
+        audio = clip.samples
+        transcript = self.transcript(clip)
         accuracy = self.accuracy(text, transcript)
-        predicted, probs = _predict_gender(audio)
+        predicted, probs = _predict_gender(clip)
         gender_ok = 1.0 if predicted == gender else 0.0
 
         components: dict[str, float] = {self.accuracy_name: accuracy, "gender_ok": gender_ok}
@@ -210,10 +214,10 @@ class SpeechAttribute(SpeechTask):
         return components["speed_score"]
 
 
-def _predict_gender(audio: np.ndarray) -> tuple[str | None, dict[str, float]]:
+def _predict_gender(clip: DecodedAudio) -> tuple[str | None, dict[str, float]]:
     """The classifier's label for the clip (None on a tie) and its probabilities."""
     classifier = models.backend("gender")
-    probs = classifier.classify([resample(audio, SAMPLE_RATE, classifier.sample_rate)])[0]
+    probs = classifier.classify([clip.whole_at(classifier.sample_rate)])[0]
     if set(probs) != set(GENDERS):
         raise ScoringError(ErrorCode.MODEL_UNAVAILABLE, f"gender classifier labels {sorted(probs)} are not {list(GENDERS)}")
     top = max(probs.values())
@@ -282,13 +286,13 @@ class SpeechImitate(SpeechTask):
 
     def score(self, instance: Instance, response: Response) -> Check:
         text = require_text(instance, "text")
-        audio = self.clip(response)
+        clip = self.clip(response)
         references = instance_audios(instance, require_field(instance, "audio_list"), SAMPLE_RATE, response.decoder)
         if len(references) != 1:
             raise ScoringError(ErrorCode.INVALID_INSTANCE, f"{instance.id}: expected one reference speaker, got {len(references)}")
-        transcript = self.transcript(audio)
+        transcript = self.transcript(clip)
         accuracy = word_accuracy(text, transcript)
-        similarity = float(speaker_similarities([audio, references[0][0]], SAMPLE_RATE)[0, 1])
+        similarity = float(speaker_similarities([clip, DecodedAudio(*references[0])])[0, 1])
         speaker_ok = 1.0 if similarity > self.speaker_threshold else 0.0
         return Check(
             score=accuracy * speaker_ok,

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..core.errors import ErrorCode, ScoringError
-from ..core.media import resample
+from ..core.media import DecodedAudio
 from ..core.types import Check, Instance
 from ..verifiers.audio import PUBLISHED_SAMPLE_RATE
 from ..verifiers.speech.text_metrics import english_normalizer_name, normalize_chinese, normalize_english
@@ -21,6 +21,7 @@ from . import models
 from .base import require_field
 
 SAMPLE_RATE = PUBLISHED_SAMPLE_RATE
+MODEL_RATES = (16_000,)  # what the speech models take (Whisper, speaker, gender): decoding makes the clip at it too
 SPEAKER_THRESHOLD = 0.93  # published: WavLM-SV cosine must exceed it for "same speaker"
 DETECT = "detect"  # the Whisper backends' language argument for detection (models.whisper.DETECT)
 
@@ -49,15 +50,13 @@ def transcription_for(profile: str) -> Transcription:
     return STRICT_TRANSCRIPTION if profile == "strict" else PUBLISHED_TRANSCRIPTION
 
 
-def transcribe(
-    clips: Sequence[np.ndarray], rate: int, language: str = "en", policy: Transcription = PUBLISHED_TRANSCRIPTION
-) -> list[str]:
-    """Whisper transcripts of ``clips`` (sampled at ``rate``), one per clip, in order: the task's
-    ``language`` ("en" or "zh") forced or detected and the clip limited as ``policy`` says."""
+def transcribe(clips: Sequence[DecodedAudio], language: str = "en", policy: Transcription = PUBLISHED_TRANSCRIPTION) -> list[str]:
+    """Whisper transcripts of ``clips``, one per clip, in order: the task's ``language`` ("en" or
+    "zh") forced or detected and the clip limited as ``policy`` says."""
     if language not in ("en", "zh"):
         raise ValueError(f"language must be 'en' or 'zh', got {language!r}")
     backend = models.backend("transcriber_zh" if language == "zh" else "transcriber")
-    inputs = [resample(clip, rate, backend.sample_rate) for clip in clips]
+    inputs = [clip.whole_at(backend.sample_rate) for clip in clips]
     return backend.transcribe(inputs, language=language if policy.force_language else DETECT, max_seconds=policy.max_seconds)
 
 
@@ -73,10 +72,10 @@ def transcript_evidence(transcript: str, normalizer: str = "english") -> dict[st
     }
 
 
-def speaker_similarities(clips: Sequence[np.ndarray], rate: int) -> np.ndarray:
+def speaker_similarities(clips: Sequence[DecodedAudio]) -> np.ndarray:
     """Pairwise cosine similarities of the clips' speaker embeddings (rows are unit-norm)."""
     backend = models.backend("speaker")
-    embeddings = np.asarray(backend.embed([resample(clip, rate, backend.sample_rate) for clip in clips]), dtype=np.float64)
+    embeddings = np.asarray(backend.embed([clip.whole_at(backend.sample_rate) for clip in clips]), dtype=np.float64)
     return embeddings @ embeddings.T
 
 
