@@ -193,6 +193,32 @@ def clap_run(tmp_path, monkeypatch, tiny_clap, mmmg_instructions):  # noqa: F811
     return config
 
 
+def test_a_worker_that_stops_sending_still_gets_the_replies_of_what_it_sent(tmp_path, monkeypatch):
+    """The model process closes a connection only once its replies are sent: here the reply to a
+    batch is made after the worker shut its sending side and the reading thread ended."""
+    read_all = threading.Event()
+    reading, make_error = serving_module.serve_connection, serving_module.error_reply
+
+    def read_then_say_so(*args):  # type: ignore[no-untyped-def]
+        try:
+            reading(*args)
+        finally:
+            read_all.set()
+
+    monkeypatch.setattr(serving_module, "serve_connection", read_then_say_so)
+    monkeypatch.setattr(serving_module, "error_reply", lambda exc: read_all.wait(SAFETY_S) and make_error(exc))
+    with serving_loop(tmp_path / "models") as address, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as worker:
+        worker.connect(address)
+        stream = SocketStream(worker)
+        write_message(stream, {"hello": PROTOCOL, "token": "token"})  # type: ignore[arg-type]
+        assert read_message(stream)[0] == {"ready": PROTOCOL, "size": 0}  # type: ignore[arg-type]
+        batch = {"id": 5, "capability": "no_such_capability", "backend": "x", "fingerprint": "y", "kind": "k"}
+        write_message(stream, *value_message(batch, [np.zeros(3, np.float32)], "batch"))  # type: ignore[arg-type]
+        worker.shutdown(socket.SHUT_WR)
+        reply, _ = read_message(stream)  # type: ignore[arg-type]
+    assert read_all.is_set() and reply["id"] == 5 and "no_such_capability" in reply["error"]["message"]
+
+
 def test_a_model_process_serves_worker_processes_only(clap_run, tmp_path):
     for options in ({"workers": 1}, {"workers": 2, "executor": "ray"}):
         with pytest.raises(ValueError, match="serves worker processes"):

@@ -108,13 +108,18 @@ def _launch(backends: _Backends, header: dict[str, Any], payload: Any) -> _Launc
     return _Launched(header["id"], handle=outputs)
 
 
-def _answer(replies: "queue.Queue[_Launched | None]", stream: BinaryIO) -> None:
-    """Send each batch's outputs (or error) back, in the order the batches came.  Once the worker is
-    gone, its launched batches are still finished, unsent, so that their backend's slots come back."""
+def _answer(replies: "queue.Queue[_Launched | None]", connection: socket.socket) -> None:
+    """Send each batch's outputs (or error) back, in the order the batches came, then close the
+    connection: a worker that stopped sending still gets the replies of what it sent, and no reply
+    can go to a descriptor the system has given to another worker's connection since.  Once the
+    worker is gone, its launched batches are still finished, unsent, so that their backend's slots
+    come back."""
+    stream: BinaryIO = SocketStream(connection)  # type: ignore[assignment]
     connected = True
     while True:
         batch = replies.get()
         if batch is None:
+            connection.close()
             return
         try:
             if batch.error is not None:
@@ -137,14 +142,17 @@ def serve_connection(connection: socket.socket, token: str, backends: _Backends)
     """Answer one worker until it closes its end."""
     stream: BinaryIO = SocketStream(connection)  # type: ignore[assignment]
     replies: "queue.Queue[_Launched | None]" = queue.Queue()
+    answering = False
     try:
         hello, _ = read_message(stream, max_size=0)  # a hello carries nothing: no one makes this process allocate
         if hello.get("hello") != PROTOCOL or not secrets.compare_digest(str(hello.get("token", "")), token):
             write_message(stream, {"refused": "wrong protocol or token"})
             return
         write_message(stream, {"ready": PROTOCOL})
-        # the only writer from now; threads are named for profiles (benchmarks/gil_summary.py)
-        threading.Thread(target=_answer, args=(replies, stream), name="mmverify-model-answer", daemon=True).start()
+        # the only writer from now, and the one to close the connection; threads are named for
+        # profiles (benchmarks/gil_summary.py)
+        threading.Thread(target=_answer, args=(replies, connection), name="mmverify-model-answer", daemon=True).start()
+        answering = True
         while True:
             header, payload = read_message(stream)
             try:
@@ -155,7 +163,8 @@ def serve_connection(connection: socket.socket, token: str, backends: _Backends)
         pass
     finally:
         replies.put(None)
-        connection.close()
+        if not answering:
+            connection.close()
 
 
 def _watch_lifeline(lifeline: Any, listener: socket.socket) -> None:
