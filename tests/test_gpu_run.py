@@ -114,14 +114,18 @@ def path_with_a_working_py_spy(tmp_path: Path) -> str:
     return path
 
 
+def profiled_part_log(part: str, name: str, tmp_path: Path) -> str:
+    """The log of a part that runs a benchmark under py-spy, which must have ended well."""
+    needs_the_models_extra()
+    result = gpu_run(part, tmp_path, PATH=path_with_a_working_py_spy(tmp_path))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"=== {name} exit 0" in result.stdout
+    return (tmp_path / f"{name}.log").read_text()
+
+
 @pytest.mark.slow
 def test_the_profile_part_summarises_who_held_the_lock_while_items_were_scored(tmp_path: Path):
-    needs_the_models_extra()
-    path = path_with_a_working_py_spy(tmp_path)
-    result = gpu_run("profile", tmp_path, PATH=path)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "=== gil_profile exit 0" in result.stdout
-    log = (tmp_path / "gil_profile.log").read_text()
+    log = profiled_part_log("profile", "gil_profile", tmp_path)
     assert "16 in flight" not in log and "8 in flight" in log  # the first setting alone
     # a short run may catch no scoring thread holding the lock: either summary is the summariser's (tests/test_gil_summary.py)
     assert "samples holding the interpreter lock" in log or "no samples of the scoring threads" in log
@@ -130,12 +134,7 @@ def test_the_profile_part_summarises_who_held_the_lock_while_items_were_scored(t
 
 @pytest.mark.slow
 def test_the_model_profile_part_says_where_the_model_process_threads_spent_their_time(tmp_path: Path):
-    needs_the_models_extra()
-    path = path_with_a_working_py_spy(tmp_path)
-    result = gpu_run("model-profile", tmp_path, PATH=path)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "=== model_profile exit 0" in result.stdout
-    log = (tmp_path / "model_profile.log").read_text()
+    log = profiled_part_log("model-profile", "model_profile", tmp_path)
     assert "--workers 2 --model-process" in log and "once rows flow" in log  # the benchmark's own rows
     for role in ("mmverify-model-reader", "mmverify-model-answer", "mmverify-model-batches"):  # every process sampled
         assert f"{role}: " in log, role
