@@ -61,10 +61,9 @@ def write_message(stream: BinaryIO, header: dict[str, Any], *payloads: bytes | m
 
 
 class SocketStream:
-    """A connected stream socket as :func:`read_message` and :func:`write_message` use a stream,
-    each in as few system calls as it takes: a read waits for all the bytes asked for
-    (``MSG_WAITALL``), and a message's parts go out in one gathered send.  Closing the stream
-    leaves the socket to its owner."""
+    """A connected stream socket as :func:`read_message` and :func:`write_message` use it, each in
+    as few system calls as it takes: a read waits for all the bytes asked for (``MSG_WAITALL``),
+    and a message's parts go out in one gathered send.  The socket stays its owner's to close."""
 
     MAX_BUFFERS = 1024  # what one gathered send takes on Linux (IOV_MAX)
 
@@ -74,12 +73,6 @@ class SocketStream:
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
         return self._socket.recv_into(view, len(view), socket.MSG_WAITALL)
-
-    def write(self, data: Any) -> int:
-        return self._socket.send(data)
-
-    def flush(self) -> None:
-        pass
 
     def send_all(self, buffers: list[memoryview]) -> None:
         """Every byte of ``buffers``, in order (a signal may cut a send short: the rest follows)."""
