@@ -282,12 +282,72 @@ def test_a_client_whose_model_process_ends_fails_what_waits_and_what_comes(model
         client.send({"capability": "audio_text", "backend": "clap-hf", "fingerprint": "-"}, ("clap_audio", "zero"), [])
 
 
+# -- loading ahead of the first batch -----------------------------------------------------------------
+class _LoadingHub:
+    """A hub whose backends record their loads: ``servable`` ones are served, ``broken`` ones fail."""
+
+    def __init__(self, servable: set[str], broken: set[str]) -> None:
+        self.servable, self.broken, self.loaded = servable, broken, []
+
+    def instance(self, capability: str) -> object:
+        if capability == "unknown":
+            raise ModelUnavailable("models", "no backend for unknown")
+        return types.SimpleNamespace(servable=capability in self.servable)
+
+    def backend(self, capability: str) -> object:
+        if capability in self.broken:
+            raise ModelUnavailable(capability, "no weights")
+        self.loaded.append(capability)
+        return self.instance(capability)
+
+
+def test_the_model_process_loads_the_servable_models_it_is_told_of_before_any_batch(monkeypatch, tmp_path):
+    hub = _LoadingHub(servable={"audio_text", "transcriber", "speaker"}, broken={"transcriber"})
+    monkeypatch.setattr(serving_module, "get_hub", lambda: hub)
+    parent, child = multiprocessing.Pipe(duplex=False)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "models.sock"))
+    listener.listen(1)
+    watcher = threading.Thread(target=serving_module._watch_lifeline, args=(parent, listener), daemon=True)
+    watcher.start()
+    # a failed load, an unknown capability and one that is not served do not stop the loads after them
+    child.send(["transcriber", "unknown", "vad", "audio_text"])
+    child.send(["speaker"])
+    assert wait_until(lambda: len(hub.loaded) == 2) and hub.loaded == ["audio_text", "speaker"]
+    child.close()  # the parent is gone: the watcher shuts the listener, which ends the serving loop
+    watcher.join(SAFETY_S)
+    assert not watcher.is_alive()
+    with listener, pytest.raises(OSError):
+        listener.accept()
+
+
+def test_the_parent_names_each_tasks_models_once_as_its_first_item_passes():
+    from mmverify.pipelines.pool import announced
+    from tests.pipelines.test_pool_batches import item
+
+    told: list[list[str]] = []
+    plan = [
+        item(0, "a_sound_cot"), {"error": "a row made while planning"}, item(1, "a_sound_cot"),
+        item(2, "i_object_count"),  # a judge only: nothing to load
+        item(3, "a_speech_attribute"), item(4, "not_in_the_catalog"), item(5, "a_speech_attribute"),
+    ]  # fmt: skip
+    seen_when_passed = [len(told) for _ in announced(iter(plan), told.append)]
+    assert seen_when_passed == [1, 1, 1, 1, 2, 2, 2]  # told before the item goes on, once per task
+    assert told == [["audio_text"], ["transcriber", "gender"]]
+
+
 # -- every servable backend ----------------------------------------------------------------------------
+SERVING_THREADS = ("mmverify-model-reader", "mmverify-model-answer")
+
+
 @contextmanager
 def serving_loop(folder: Path) -> Iterator[str]:
     """A model process's serving loop in a thread of this process, answering with this process's
-    hub (where tests can reach its backends); its socket's path."""
+    hub (where tests can reach its backends); its socket's path.  On leaving, it waits until every
+    connection it answered has ended (the test closes its clients): a batch still read or computed
+    later would meet the next test's patches."""
     folder.mkdir(mode=0o700)
+    before = {thread.ident for thread in threading.enumerate()}
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(folder / "models.sock"))
     listener.listen(8)
@@ -301,11 +361,24 @@ def serving_loop(folder: Path) -> Iterator[str]:
         listener.close()
     assert not thread.is_alive()
 
+    def answering() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name in SERVING_THREADS and t.ident not in before]
+
+    wait_until(lambda: not answering(), message=lambda: f"connections still answered: {answering()}")
+
+
+def close(*clients: ModelClient) -> None:
+    """End the clients' connections, as a worker's exit does."""
+    for client in clients:
+        client._socket.shutdown(socket.SHUT_RDWR)
+
 
 @pytest.fixture
 def serving_here(tmp_path):
     with serving_loop(tmp_path / "socket") as address:
-        yield ModelClient(address, "token")
+        client = ModelClient(address, "token")
+        yield client
+        close(client)
 
 
 def _speech(count: int, seed: int) -> list[np.ndarray]:
@@ -379,6 +452,9 @@ class _ServingHere:
 
     def __init__(self, address: str, token: str) -> None:
         self.address, self.token, self.process = address, token, types.SimpleNamespace(exitcode=None)
+
+    def preload(self, capabilities: list[str]) -> None:
+        serving_module.preload(capabilities)
 
     def ended(self, wait_s: float = 0.0) -> bool:
         return False
@@ -478,6 +554,7 @@ def test_the_model_process_keeps_two_batches_of_a_backend_on_the_device_and_answ
         identity = {"capability": "audio_text", "backend": "clap-hf", "fingerprint": HFClap(source=str(tiny_clap), batch_size=2).fingerprint}
         with pytest.raises(TypeError, match="cannot send a set"):  # an answer all the same: the worker does not wait for good
             clients[0].send(identity, "any", []).result()
+        close(*clients)
 
 
 def test_batches_of_a_worker_that_went_away_still_give_their_slots_back(tmp_path, monkeypatch):
@@ -512,5 +589,7 @@ def test_batches_of_a_worker_that_went_away_still_give_their_slots_back(tmp_path
             wait_until(lambda: len(finished) == 2 * (killed + 1))  # both finished, neither sent
             device_done.clear()
         device_done.set()
-        healthy = ModelClient(address, "token").send(identity, "compute", [np.zeros(4)])
+        client = ModelClient(address, "token")
+        healthy = client.send(identity, "compute", [np.zeros(4)])
         assert healthy.arrived.wait(SAFETY_S) and healthy.result()[0].tolist() == [1.0, 1.0]
+        close(client)

@@ -11,6 +11,10 @@ its outputs back, in order.  A batch that raises is answered with the error's ty
 the worker's round then runs its requests again one by one, as it does with a local model, so a
 bad input fails only its own item.
 
+The parent names each capability the run's tasks need as it first meets them (:meth:`ModelProcess.preload`);
+a servable one's model is loaded at once, in a thread of its own, while the workers start, rather
+than when the first batch arrives.  A load that fails is left for the batches to meet and report.
+
 The process ends when the parent closes its lifeline (whatever way the parent ends).  When it
 ends first, the workers end too, and the parent ends the run with :class:`ModelProcessEnded`:
 rows already written stay, and a run started again resumes.
@@ -167,17 +171,37 @@ def serve_connection(connection: socket.socket, token: str, backends: _Backends)
             connection.close()
 
 
+def preload(capabilities: list[str]) -> None:
+    """Load the servable backends of ``capabilities`` with this process's hub, one after another.
+    Failures are dropped: the first batch that needs the backend meets the same one and reports it."""
+    for capability in capabilities:
+        try:
+            if get_hub().instance(capability).servable:
+                get_hub().backend(capability)
+        except Exception:  # noqa: BLE001
+            pass
+
+
 def _watch_lifeline(lifeline: Any, listener: socket.socket) -> None:
-    """End this process once the parent is gone (its end of the lifeline closes): the listener is
-    shut, so that the main thread returns and the process exits as usual."""
+    """Hand each list of capabilities the parent sends to a loading thread, and end this process
+    once the parent is gone (its end of the lifeline closes): the listener is shut, so that the main
+    thread returns and the process exits as usual."""
+    loads: "queue.SimpleQueue[list[str]]" = queue.SimpleQueue()
+    threading.Thread(target=_load_each, args=(loads,), name="mmverify-model-preload", daemon=True).start()
     try:
-        lifeline.recv()
+        while True:
+            loads.put(lifeline.recv())
     except (EOFError, OSError):
         pass
     try:
         listener.shutdown(socket.SHUT_RDWR)
     except OSError:  # a system where a listening socket cannot be shut: end here
         os._exit(0)
+
+
+def _load_each(loads: "queue.SimpleQueue[list[str]]") -> None:
+    while True:
+        preload(loads.get())
 
 
 def model_process_main(address: str, token: str, context: ScoringContext, ready: Any, lifeline: Any) -> None:
@@ -222,7 +246,8 @@ class ModelProcess:
         self.address = str(self._folder / "models.sock")
         self.token = secrets.token_hex(16)
         ready, ready_child = spawn.Pipe(duplex=False)
-        lifeline_child, self._lifeline = spawn.Pipe(duplex=False)  # the child reads: EOF once the parent is gone
+        # the child reads capabilities to load, and EOF once the parent is gone
+        lifeline_child, self._lifeline = spawn.Pipe(duplex=False)
         self.process = spawn.Process(
             target=model_process_main, args=(self.address, self.token, context, ready_child, lifeline_child),
             name="mmverify-models", daemon=True,
@@ -245,6 +270,13 @@ class ModelProcess:
             raise
         finally:
             ready.close()
+
+    def preload(self, capabilities: list[str]) -> None:
+        """Have the model process load the servable backends of ``capabilities`` now (see the module)."""
+        try:
+            self._lifeline.send(list(capabilities))
+        except (OSError, ValueError):  # ended, or stopped: the run learns it from its workers
+            pass
 
     def ended(self, wait_s: float = 0.0) -> bool:
         """Whether the process has ended (waiting up to ``wait_s`` seconds for it to)."""

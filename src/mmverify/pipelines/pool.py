@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from ..core.errors import ErrorCode
 from ..models.served import MODEL_PROCESS_LOST, MODEL_PROCESS_STUCK
+from ..tasks.catalog import CATALOG
 from .context import ScoringContext
 from .execute import DEFAULT_WARMUP_TIMEOUT, Planned, error_row, timeout_row, uses_models, warmup_timeout_row
 from .model_process import ModelProcess, ModelProcessEnded, served_worker
@@ -278,6 +279,20 @@ class ProcessWorker:
         self.conn.close()
 
 
+def announced(planned: Iterable[Planned], preload: Callable[[list[str]], None]) -> Iterator[Planned]:
+    """``planned`` as it comes, with ``preload`` given the model capabilities of each task the
+    first time one of its items passes (the pool reads ahead of its workers, so the models load
+    while the workers start)."""
+    seen: set[str] = set()
+    for entry in planned:
+        if isinstance(entry, WorkItem) and entry.task not in seen:
+            seen.add(entry.task)
+            info = CATALOG.get(entry.task)
+            if info is not None and info.capabilities:
+                preload(list(info.capabilities))
+        yield entry
+
+
 def _wait_pipes(workers: list[PoolWorker], timeout: float | None) -> list[PoolWorker]:
     by_conn = {w.conn: w for w in workers}  # type: ignore[attr-defined]
     return [by_conn[c] for c in wait(list(by_conn), timeout=timeout)]
@@ -332,7 +347,7 @@ class ProcessExecutor:
             make_worker, _wait_pipes, self.workers, self.timeout, self.max_pending, self.warmup_timeout, self.in_flight, died
         )
         try:
-            yield from pool.run(planned)
+            yield from pool.run(planned if models is None else announced(planned, models.preload))
         finally:
             if models is not None:
                 models.stop()

@@ -125,9 +125,8 @@ def batching_notes(planned: Mapping[str, int], in_flight: int) -> list[str]:
 
     users: dict[str, int] = {}  # capability -> planned items that use it
     for task, count in planned.items():
-        for need in CATALOG[task].needs:
-            if judge_role(need) is None:
-                users[need] = users.get(need, 0) + count
+        for capability in CATALOG[task].capabilities:
+            users[capability] = users.get(capability, 0) + count
     hub, notes = get_hub(), []
     for capability, count in users.items():
         try:

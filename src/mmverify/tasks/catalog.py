@@ -57,6 +57,11 @@ class TaskInfo:
             raise ValueError(f"task {self.id!r}: args must be (name, value) pairs of immutable values ({exc})") from None
 
     @property
+    def capabilities(self) -> tuple[str, ...]:
+        """The model hub capabilities among the needs (the judges left out)."""
+        return tuple(need for need in self.needs if judge_role(need) is None)
+
+    @property
     def source_files(self) -> tuple[str, ...]:
         return self.sources or (self.id,)
 
