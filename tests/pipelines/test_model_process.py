@@ -105,15 +105,56 @@ def test_a_batch_sends_a_repeated_input_once_and_refuses_what_it_cannot_carry():
             pack([unclear])
 
 
+class BadClip(ValueError):
+    """An error type of this module's own: a worker could not import it from the model process."""
+
+
+class Unprintable(RuntimeError):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def _raised_here(exc: Exception) -> tuple[Exception, str]:
+    """``exc`` raised and caught (so that it has a traceback), and the line it was raised at."""
+    try:
+        raise exc
+    except Exception as caught:
+        return caught, f"test_model_process.py:{caught.__traceback__.tb_lineno}"  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(
-    "exc, kind",
-    [(ValueError("bad clip"), ValueError), (MemoryError("out"), MemoryError), (KeyError("k"), KeyError), (ZeroDivisionError("x"), RuntimeError)],
-)
-def test_errors_come_back_as_their_type(exc, kind):
-    back = raised(error_reply(exc))
-    assert type(back) is kind and str(exc) in str(back)
+    "exc, builtin",
+    [
+        (ValueError("bad clip"), ValueError), (MemoryError("out"), MemoryError), (KeyError("k"), KeyError),
+        (KeyError("k", 2), KeyError), (ZeroDivisionError("x"), ZeroDivisionError), (OSError(2, "No such file"), FileNotFoundError),
+        (IndexError(), IndexError),
+        (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), UnicodeError),  # its constructor wants five arguments
+        (BadClip("a clip this model cannot take"), ValueError), (Unprintable("x"), RuntimeError),
+    ],
+)  # fmt: skip
+def test_errors_come_back_as_their_type_with_their_text_and_where_they_were_raised(exc, builtin):
+    """A builtin comes back as itself; any other type as a class of its name derived from its
+    nearest builtin (the same handlers catch it).  The row's text is the same: ``Type: message
+    (at file:line)`` of where the model process raised it."""
+    from mmverify.core.errors import raised_at
+    from mmverify.pipelines.execute import described
+
+    exc, line = _raised_here(exc)
+    back = raised(json.loads(json.dumps(error_reply(exc))))  # as the wire carries it
+    assert type(back).__name__ == type(exc).__name__ and isinstance(back, builtin)
+    assert (type(back) is type(exc)) == (builtin is type(exc))
+    text = "" if isinstance(exc, Unprintable) else str(exc)
+    assert str(back) == text and described(back) == f"{type(exc).__name__}: {text}"
+    assert raised_at(back) == line == raised_at(exc)
+
+
+def test_scoring_errors_come_back_with_their_code():
     unavailable = raised(error_reply(ModelUnavailable("clap-hf", "no weights at /m")))
     assert isinstance(unavailable, ModelUnavailable) and unavailable.backend == "clap-hf" and unavailable.message == "clap-hf: no weights at /m"
+    from mmverify.core.errors import ScoringError
+
+    back = raised(error_reply(ScoringError("media_too_large", "a clip of 3 h")))
+    assert type(back) is ScoringError and (back.code, back.message) == ("media_too_large", "a clip of 3 h")
 
 
 # -- the model process ---------------------------------------------------------------------------------
@@ -494,6 +535,38 @@ def test_a_batch_stuck_in_the_model_process_ends_the_run(clap_run, tmp_path, mon
             assert stuck.is_set()
         finally:
             release.set()
+
+
+@pytest.mark.slow
+def test_error_rows_through_a_model_process_are_the_bytes_of_one_process(clap_run, tmp_path, monkeypatch, tiny_clap):  # noqa: F811
+    """The served CLAP fails on one marked clip with an error type of this module's: the batch
+    holding it is run again one input at a time, as in one process, and the one error row (its type,
+    text and where it was raised) is the same bytes as one process's."""
+    from mmverify.pipelines import pool as pool_module
+    from tests.tasks.speech_task_fixtures import use_models
+
+    use_models(monkeypatch, tmp_path / "cache", f"audio_text=clap-hf@{tiny_clap}?batch_size=4")  # the serving loop's hub
+    config = clap_run(tmp_path / "one")
+    entries = [json.loads(line) for line in config.manifest.read_text().splitlines()]
+    marked = max(i for i, entry in enumerate(entries) if entry["task"] == "a_sound_cot")
+    write(Path(entries[marked]["parts"][0]["path"]), np.full(147 * 451, 0.1, np.float32))
+    launch = HFClap._launch_audio
+
+    def refuses_the_marked_clip(self, clips, padding):
+        if any(clip.size == MARKED_SIZE for clip in clips):
+            raise BadClip("a clip this model cannot take")
+        return launch(self, clips, padding)
+
+    monkeypatch.setattr(HFClap, "_launch_audio", refuses_the_marked_clip)
+    one = run_score(config)
+    rows = [json.loads(line) for line in (tmp_path / "one" / "results.jsonl").read_text().splitlines()]
+    line = refuses_the_marked_clip.__code__.co_firstlineno + 2
+    assert [row["line"] for row in rows if row["status"] == "error"] == [marked + 1] and one.errors == 1
+    assert rows[marked]["error"]["message"] == f"BadClip: a clip this model cannot take (at test_model_process.py:{line})"
+    with serving_loop(tmp_path / "socket") as address:
+        monkeypatch.setattr(pool_module, "ModelProcess", lambda context: _ServingHere(address, "token"))
+        run_score(clap_run(tmp_path / "served", workers=2, model_process=True))
+    assert (tmp_path / "served" / "results.jsonl").read_bytes() == (tmp_path / "one" / "results.jsonl").read_bytes()
 
 
 @pytest.mark.slow

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import traceback
+
 
 class ErrorCode:
     """Codes of ``error`` rows (``error.code`` in results.jsonl)."""
@@ -45,3 +47,15 @@ class GenerationFault(Exception):
         self.reason = reason
         self.message = message
         self.evidence = evidence
+
+
+def raised_at(exc: BaseException) -> str:
+    """``file.py:line`` where ``exc`` was raised: its innermost frame, or what the process that
+    raised it said (``exc.raised_at``, set on errors that crossed from a model process)."""
+    told = getattr(exc, "raised_at", None)
+    if isinstance(told, str):
+        return told
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "unknown"
+    return f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}"

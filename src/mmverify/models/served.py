@@ -21,6 +21,7 @@ the run, and a run started again resumes where it stopped.
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import os
 import queue
@@ -33,6 +34,7 @@ import numpy as np
 
 from ..core.decode_worker import ProtocolError, SocketStream, arrays_in, description, payload_bytes, read_message, write_message
 from ..core.waits import wait_s
+from ..core.errors import ScoringError, raised_at
 from .base import ModelUnavailable
 from .rows import Compute, Staged
 
@@ -40,9 +42,6 @@ PROTOCOL = "mmverify-models/1"
 MODEL_PROCESS_LOST = 76  # a worker's exit code when its model process went away
 MODEL_PROCESS_STUCK = 77  # ... when its items timed out waiting for a batch the model process still computes
 GONE = "the model process went away"
-_REMOTE_ERRORS: dict[str, type[Exception]] = {
-    kind.__name__: kind for kind in (ValueError, TypeError, RuntimeError, IndexError, KeyError, MemoryError)
-}
 
 
 # -- values on the wire ----------------------------------------------------------------------------
@@ -103,19 +102,79 @@ def received_value(header: dict[str, Any], payload: Any, key: str) -> Any:
 
 
 def error_reply(exc: BaseException) -> dict[str, Any]:
-    """What the model process sends back for a computation that raised ``exc``."""
+    """What the model process sends back for a computation that raised ``exc``: its type and the
+    builtin it derives from, its code (a :class:`ScoringError`), arguments, message and where it
+    was raised, so that the worker's row reads as one process's."""
     if isinstance(exc, ModelUnavailable):
         return {"type": "ModelUnavailable", "backend": exc.backend, "message": exc.message.removeprefix(f"{exc.backend}: ")}
-    return {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, ScoringError):
+        return {"type": "ScoringError", "code": exc.code, "message": exc.message}
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001  (a __str__ that raises must not cost the batch its answer)
+        message = ""
+    base = next((kind for kind in type(exc).__mro__ if _builtin_error(kind.__name__) is kind), Exception)
+    reply: dict[str, Any] = {"type": type(exc).__name__, "base": base.__name__, "message": message, "at": raised_at(exc)}
+    if type(exc) is base and all(isinstance(arg, (str, int)) or arg is None for arg in exc.args):
+        reply["args"] = list(exc.args)  # a builtin says what its arguments say (KeyError quotes its key)
+    return reply
 
 
 def raised(error: dict[str, Any]) -> Exception:
-    """The exception a worker raises for an error reply: the same type where it is a builtin the
-    tasks meet (or :class:`ModelUnavailable`), a RuntimeError naming the type elsewhere."""
+    """The exception a worker raises for an error reply: of the same type where it is a builtin (or
+    a :class:`ScoringError`), elsewhere of a class named as the type and derived from the same
+    builtin, so that the same handlers catch it; with the same message, and telling where it was
+    raised (:func:`~mmverify.core.errors.raised_at`)."""
     if error["type"] == "ModelUnavailable":
         return ModelUnavailable(error["backend"], error["message"])
-    kind = _REMOTE_ERRORS.get(error["type"])
-    return kind(error["message"]) if kind is not None else RuntimeError(f"{error['type']}: {error['message']}")
+    if error["type"] == "ScoringError":
+        return ScoringError(error["code"], error["message"])
+    exc = _rebuilt(error["type"], error.get("base", "RuntimeError"), error.get("args"), error["message"])
+    if "at" in error:
+        exc.raised_at = error["at"]  # type: ignore[attr-defined]
+    return exc
+
+
+def _rebuilt(name: str, base: str, args: list[Any] | None, message: str) -> Exception:
+    """The builtin ``name`` made from ``args`` (or ``message``); else an instance of a class named
+    ``name`` derived from the nearest builtin ancestor whose constructor takes a message alone."""
+    builtin = _builtin_error(name)
+    if builtin is not None:
+        try:
+            return builtin(*(args if args is not None else [message]))
+        except Exception:  # noqa: BLE001  (a constructor that wants more: UnicodeDecodeError)
+            pass
+    ancestors = builtin.__mro__[1:] if builtin is not None else (_builtin_error(base) or RuntimeError).__mro__
+    for ancestor in ancestors:
+        if _builtin_error(ancestor.__name__) is ancestor:
+            try:
+                return _remote_class(name, ancestor)(message)
+            except Exception:  # noqa: BLE001
+                continue
+    return _remote_class(name, Exception)(message)
+
+
+def _builtin_error(name: str) -> type[Exception] | None:
+    kind = getattr(builtins, name, None)
+    return kind if isinstance(kind, type) and issubclass(kind, Exception) else None
+
+
+_REMOTE_CLASSES: dict[tuple[str, str], type[Exception]] = {}
+_REMOTE_CLASSES_LOCK = threading.Lock()
+
+
+def _message(exc: BaseException) -> str:
+    return str(exc.args[0]) if exc.args else ""  # the model process's text as it was, whatever the builtin's __str__
+
+
+def _remote_class(name: str, base: type[Exception]) -> type[Exception]:
+    """A class named ``name`` derived from the builtin ``base`` (one per pair): the worker may not
+    be able to import the model process's error type, but handlers of its builtin still catch it."""
+    key = (name if name.isidentifier() else "RemoteError", base.__name__)
+    with _REMOTE_CLASSES_LOCK:
+        if key not in _REMOTE_CLASSES:
+            _REMOTE_CLASSES[key] = type(key[0], (base,), {"__module__": __name__, "__str__": _message})
+        return _REMOTE_CLASSES[key]
 
 
 # -- the worker's connection -----------------------------------------------------------------------

@@ -24,13 +24,12 @@ from __future__ import annotations
 import signal
 import threading
 import time
-import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Union
 
 from ..core.decoding import INLINE, DecodePool, Decoder
-from ..core.errors import ErrorCode, GenerationFault, ScoringError
+from ..core.errors import ErrorCode, GenerationFault, ScoringError, raised_at
 from ..core.interrupts import Interrupt
 from ..core.types import Check
 from ..models.hub import get_hub
@@ -151,8 +150,7 @@ def score_item(item: WorkItem, decoder: Decoder = INLINE) -> dict[str, Any]:
     except MemoryError:
         return error_row(item, ErrorCode.INTERNAL, "out of memory while scoring this item")
     except Exception as exc:  # a scorer bug must cost one row, not the run
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        message = f"{described(exc)} (at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})"
+        message = f"{described(exc)} (at {raised_at(exc)})"
         return error_row(item, ErrorCode.INTERNAL, message)
 
 
