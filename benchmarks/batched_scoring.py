@@ -52,23 +52,25 @@ from mmverify.testing.tiny_models import build_tiny_clap, build_tiny_hf_whisper 
 FILE_SR = 22_050
 CLASSES = ("dog", "rain", "siren", "church bells")
 SENTENCE = "the cat sat on the mat"
-WorkerSetting = tuple[int, bool]  # worker processes, and whether a model process serves them
+WorkerSetting = tuple[int, bool, int]  # worker processes, whether a model process serves them, decoding processes of each
 
 
 def worker_settings(text: str) -> list[WorkerSetting]:
-    """``4,4m,8m``: 4 workers, then 4 and 8 workers with a model process."""
+    """``4,4m,8m,4m:2``: 4 workers, 4 and 8 workers with a model process, then 4 with a model
+    process and 2 decoding processes each (``:K`` alone on N = 1 is ``--decode-processes``'s)."""
     settings = []
     for part in filter(None, text.split(",")):
-        count, served = (part[:-1], True) if part.endswith("m") else (part, False)
-        if not count.isdigit() or int(count) < 1 or (served and int(count) < 2):
-            raise argparse.ArgumentTypeError(f"{part!r} is not N (N >= 1) or Nm (N >= 2)")
-        settings.append((int(count), served))
+        workers, _, decoding = part.partition(":")
+        count, served = (workers[:-1], True) if workers.endswith("m") else (workers, False)
+        if not count.isdigit() or int(count) < 1 or (served and int(count) < 2) or not (decoding or "0").isdigit():
+            raise argparse.ArgumentTypeError(f"{part!r} is not N (N >= 1) or Nm (N >= 2), optionally with :K decoding processes each")
+        settings.append((int(count), served, int(decoding or 0)))
     return settings
 
 
 def setting_name(setting: WorkerSetting) -> str:
-    workers, served = setting
-    return f"--workers {workers}" + (" --model-process" if served else "")
+    workers, served, decoding = setting
+    return f"--workers {workers}" + (" --model-process" if served else "") + (f" --decode-processes {decoding}" if decoding else "")
 
 
 def synth(seconds: float, seed: int) -> np.ndarray:
@@ -270,16 +272,16 @@ def worker_rates(
     ``--batch-items 1`` (shape 1) vs ``--batch-items`` set to this script's ``--in-flight`` (shape
     ``--batch-size``); worker start-up and model loading are inside the timing (a fresh pool per
     run), the reference index is built before it."""
-    workers, served = setting
+    workers, served, per_worker = setting
     from mmverify.pipelines.context import ScoringContext
     from mmverify.pipelines.score import ScoreConfig, run_score
 
     baseline = items[: args.baseline_items] if args.baseline_items else items
     manifests = {}
     for label, chosen in (("one_by_one", baseline), ("together", items)):
-        manifests[label] = root / f"{name.split()[0]}-{label}-{workers}{'m' if served else ''}.jsonl"
+        manifests[label] = root / f"{name.split()[0]}-{label}-{workers}{'m' if served else ''}-d{per_worker}.jsonl"
         manifests[label].write_text("".join(json.dumps(item) + "\n" for item in chosen), encoding="utf-8")
-    tag = f"{name.split()[0]}-{workers}{'m' if served else ''}"
+    tag = f"{name.split()[0]}-{workers}{'m' if served else ''}-d{per_worker}"  # each setting's folders apart
     warm = root / f"{tag}-warm.jsonl"
     warm.write_text("".join(json.dumps(item) + "\n" for item in items[:2]), encoding="utf-8")
     rates, rows, flowing = {}, {}, {}
@@ -287,7 +289,7 @@ def worker_rates(
         context = ScoringContext(models=spec_for(shape), device=args.device, precision=args.precision, env=env, cache_dir=root / "cache")
 
         def run(source: Path, out: Path) -> Path:
-            decoding = args.decode_processes if flight > 1 and workers == 1 else 0
+            decoding = (per_worker or (args.decode_processes if workers == 1 else 0)) if flight > 1 else 0
             config = ScoreConfig(
                 source, out, workers=workers, in_flight=flight, decode_processes=decoding, timeout=None, context=context,
                 model_process=served,
@@ -329,11 +331,12 @@ def main() -> None:
     parser.add_argument("--baseline-items", type=int, default=0, help="time before and one by one on the first N items only (0: all)")
     parser.add_argument(
         "--workers", type=worker_settings, default=[], help="also score with `mmverify score --workers N` for each comma-separated "
-        "setting: N, or Nm for N worker processes (N > 1) with a model process computing every worker's batches (4,4m,8m)",
+        "setting: N, or Nm for N worker processes (N > 1) with a model process computing every worker's batches, each "
+        "optionally with :K decoding processes per worker (4,4m,8m,4m:2)",
     )  # fmt: skip
     parser.add_argument("--workers-only", action="store_true", help="with --workers: only the `mmverify score` rows")
     parser.add_argument("--tasks", default="clap,whisper", help="which tasks to score: clap, whisper or both (comma-separated)")
-    parser.add_argument("--decode-processes", type=int, default=0, help="processes decoding the media of items scored together (with one worker)")
+    parser.add_argument("--decode-processes", type=int, default=0, help="processes decoding the media of items scored together (the Reward rows and --workers 1; N:K for more workers)")
     args = parser.parse_args()
     tasks = set(args.tasks.split(","))
     if not tasks or not tasks <= {"clap", "whisper"}:

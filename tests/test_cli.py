@@ -82,7 +82,7 @@ def test_unusable_arguments_exit_non_zero(tmp_path: Path):
     bad.write_text("[1, 2]")
     result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "o"), "--thresholds", str(bad)])
     assert result.exit_code == 2
-    for options, expected in ((["--workers", "2"], "--workers 1"), (["--batch-items", "1"], "--batch-items")):
+    for options, expected in ((["--workers", "2", "--executor", "ray"], "not Ray actors"), (["--batch-items", "1"], "--batch-items")):
         result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "o"), "--decode-processes", "2", *options])
         assert result.exit_code == 2 and expected in " ".join(result.output.split()), result.output
     for options in ([], ["--workers", "2", "--executor", "ray"]):

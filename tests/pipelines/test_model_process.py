@@ -268,14 +268,19 @@ def test_a_model_process_serves_worker_processes_only(clap_run, tmp_path):
 
 @pytest.mark.slow
 def test_scores_through_a_model_process_are_the_bytes_of_one_process(clap_run, tmp_path, monkeypatch):
+    """Also with decoding processes in each worker (what a GPU machine with CPUs to spare runs)."""
     # each run with caches of its own: the workers also embed the reference clips through the model process
     served = run_score(clap_run(tmp_path / "served", workers=2, model_process=True))
+    monkeypatch.setenv("MMVERIFY_CACHE_DIR", str(tmp_path / "cache-decoding"))
+    sets.clear_memo()
+    run_score(clap_run(tmp_path / "decoding", workers=2, model_process=True, decode_processes=1))
     monkeypatch.setenv("MMVERIFY_CACHE_DIR", str(tmp_path / "cache-one"))
     sets.clear_memo()
     one = run_score(clap_run(tmp_path / "one"))
-    assert (tmp_path / "cache" / "references").is_dir() and (tmp_path / "cache-one" / "references").is_dir()
+    assert all((tmp_path / cache / "references").is_dir() for cache in ("cache", "cache-decoding", "cache-one"))
     assert one.errors == 0 and served.written == one.written > 8
-    assert (tmp_path / "served" / "results.jsonl").read_bytes() == (tmp_path / "one" / "results.jsonl").read_bytes()
+    for run in ("served", "decoding"):
+        assert (tmp_path / run / "results.jsonl").read_bytes() == (tmp_path / "one" / "results.jsonl").read_bytes()
     assert not [p for p in multiprocessing.active_children() if p.name == "mmverify-models"]  # stopped with the run
 
 

@@ -25,7 +25,7 @@ PRECISION = typer.Option(
 DECODE_PROCESSES = typer.Option(
     0, "--decode-processes", min=0, rich_help_panel="Execution",
     help="Processes that decode the media of items scored together, so that the device thread waits less for the "
-    "interpreter lock (0: each item decodes in its own thread). The same rows either way.",
+    "interpreter lock (0: each item decodes in its own thread; for score --workers N, per worker). The same rows either way.",
 )  # fmt: skip
 VLM_BASE_URL = typer.Option(
     None, "--vlm-base-url", help="OpenAI-compatible endpoint of the VLM judge, e.g. http://127.0.0.1:8000/v1.", rich_help_panel="Judge"

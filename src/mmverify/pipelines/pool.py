@@ -241,10 +241,13 @@ def _requeue(retry: deque[tuple[int, WorkItem]], items: dict[int, WorkItem]) -> 
 
 class ProcessWorker:
     def __init__(
-        self, context: Any, timeout: float | None = None, initializer: Initializer | None = None, initargs: Sequence[Any] = ()
-    ) -> None:
+        self, context: Any, timeout: float | None = None, initializer: Initializer | None = None, initargs: Sequence[Any] = (),
+        decode_processes: int = 0,
+    ) -> None:  # fmt: skip
         self.conn, child = context.Pipe(duplex=True)
-        self.process = context.Process(target=process_main, args=(child, timeout, initializer, tuple(initargs)), daemon=True)
+        self.process = context.Process(
+            target=process_main, args=(child, timeout, initializer, tuple(initargs), decode_processes), daemon=True
+        )
         self.process.start()
         child.close()
         self.job: Job | None = None
@@ -315,6 +318,7 @@ class ProcessExecutor:
     initargs: Sequence[Any] = ()
     in_flight: int = 1  # items a worker scores together, their model calls batched
     model_context: ScoringContext | None = None  # set: one model process computes the servable models' batches
+    decode_processes: int = 0  # processes of each worker decoding the media of the items it scores together
 
     def run(self, planned: Iterable[Planned]) -> Iterator[Row]:
         context = multiprocessing.get_context("spawn")
@@ -324,7 +328,7 @@ class ProcessExecutor:
             initializer, initargs = served_worker, (models.address, models.token, initializer, initargs)
 
         def make_worker() -> ProcessWorker:
-            return ProcessWorker(context, self.timeout, initializer, initargs)
+            return ProcessWorker(context, self.timeout, initializer, initargs, self.decode_processes)
 
         def died(worker: PoolWorker) -> None:
             if models is None:

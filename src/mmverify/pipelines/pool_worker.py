@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from ..models.cache import cache_problems, record_cache_problem, set_cache_problem_logging
 from ..models.judge_usage import UsageForwarder, merge_usage
 from ..models.served import MODEL_PROCESS_STUCK, waiting_on_model_process
+from ..core.decoding import INLINE, DecodePool, Decoder
 from ..core.errors import ErrorCode
 from ..core.stacks import dump_stacks_on_sigusr1
 from .execute import fits, is_warm, score_locally, warm_up
@@ -81,10 +82,10 @@ def cold_items(batch: Batch, is_cold: Callable[[WorkItem], bool]) -> Batch:
     return firsts
 
 
-def score_warm(items: Sequence[WorkItem], timeout: float | None) -> Iterator[dict[str, Any]]:
+def score_warm(items: Sequence[WorkItem], timeout: float | None, decoder: Decoder = INLINE) -> Iterator[dict[str, Any]]:
     """Rows of items whose tasks are warm, in order, each under its own deadline in this process
     (the pool's kill stays the backstop for hangs in native code); several items are scored
-    together, their model calls batched."""
+    together, their model calls batched and their media decoded by ``decoder``."""
 
     def alone(item: WorkItem) -> dict[str, Any]:
         return score_locally(item, timeout, warmup_timeout=None)
@@ -96,7 +97,7 @@ def score_warm(items: Sequence[WorkItem], timeout: float | None) -> Iterator[dic
     from .batch import score_together
 
     held: list[dict[str, Any]] = []  # timeout rows, and the rows behind them (rows go out in order)
-    for row in score_together(items, alone, in_flight=len(items), timeout=timeout):
+    for row in score_together(items, alone, in_flight=len(items), timeout=timeout, decoder=decoder):
         if held or row.get("error", {}) and row["error"].get("code") == ErrorCode.TIMEOUT:
             held.append(row)
         else:
@@ -111,7 +112,7 @@ def score_warm(items: Sequence[WorkItem], timeout: float | None) -> Iterator[dic
     yield from held
 
 
-def score_batch(batch: Batch, timeout: float | None, forwarder: ProblemForwarder) -> Iterator[Event]:
+def score_batch(batch: Batch, timeout: float | None, forwarder: ProblemForwarder, decoder: Decoder = INLINE) -> Iterator[Event]:
     """The events of one batch in a worker process (see the module docstring)."""
     pending = dict(batch)
     for seq, item in cold_items(batch, lambda item: not is_warm(item)):
@@ -123,23 +124,32 @@ def score_batch(batch: Batch, timeout: float | None, forwarder: ProblemForwarder
     if not pending:  # every item was its task's first use, and every row fitted
         return
     yield ("started",)
-    for seq, row in zip(pending, score_warm(list(pending.values()), timeout)):
+    for seq, row in zip(pending, score_warm(list(pending.values()), timeout, decoder)):
         yield ("rows", [(seq, row)], forwarder.new())
 
 
-def process_main(conn: Connection, timeout: float | None, initializer: Initializer | None, initargs: Sequence[Any]) -> None:
-    """A worker process: score each batch the parent sends until it sends None or goes away."""
+def process_main(
+    conn: Connection, timeout: float | None, initializer: Initializer | None, initargs: Sequence[Any], decode_processes: int = 0
+) -> None:
+    """A worker process: score each batch the parent sends until it sends None or goes away; with
+    ``decode_processes``, the media of the items it scores together are decoded in that many
+    processes of its own (started as needed; they end with it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     dump_stacks_on_sigusr1()  # as in the parent: kill -USR1 shows this worker's stacks
     forwarder = ProblemForwarder()
     if initializer is not None:
         initializer(*initargs)
-    while True:
-        try:
-            batch = conn.recv()
-            if batch is None:
-                return
-            for event in score_batch(batch, timeout, forwarder):
-                conn.send(event)
-        except (EOFError, BrokenPipeError, ConnectionResetError):
-            return  # the parent went away (it stopped, or was stopped): nothing is left to report to
+    decoder: Decoder = DecodePool(decode_processes) if decode_processes else INLINE
+    try:
+        while True:
+            try:
+                batch = conn.recv()
+                if batch is None:
+                    return
+                for event in score_batch(batch, timeout, forwarder, decoder):
+                    conn.send(event)
+            except (EOFError, BrokenPipeError, ConnectionResetError):
+                return  # the parent went away (it stopped, or was stopped): nothing is left to report to
+    finally:
+        if isinstance(decoder, DecodePool):
+            decoder.close()

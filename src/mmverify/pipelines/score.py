@@ -35,7 +35,7 @@ class ScoreConfig:
     tasks: frozenset[str] | None = None
     workers: int = 1
     in_flight: int = 32  # model items scored together in a process or worker, their calls batched (1: one by one)
-    decode_processes: int = 0  # with one local worker: processes decoding the media of items scored together
+    decode_processes: int = 0  # processes (of each worker process) decoding the media of items scored together
     model_process: bool = False  # with worker processes: one process computes the servable models' batches
     timeout: float | None = 300.0
     warmup_timeout: float | None = 600.0  # worker start-up and each task's first use, apart from timeout
@@ -63,8 +63,8 @@ class ScoreConfig:
         if self.in_flight < 1:
             raise ValueError("in_flight must be >= 1")
         check_decode_processes(self.decode_processes, self.in_flight)
-        if self.decode_processes and (self.workers > 1 or self.executor != "local"):
-            raise ValueError("decode processes serve one local worker (--workers 1): worker processes and Ray actors decode apart already")
+        if self.decode_processes and self.executor != "local":
+            raise ValueError("decode processes serve this process or its worker processes, not Ray actors (--executor local)")
         if self.model_process and (self.workers < 2 or self.executor != "local"):
             raise ValueError("a model process serves worker processes (--workers N, N > 1, without Ray)")
         if self.limit is not None and self.limit < 1:
@@ -246,7 +246,7 @@ def make_executor(config: ScoreConfig) -> Any:
     return ProcessExecutor(
         workers=config.workers, timeout=config.timeout, warmup_timeout=config.warmup_timeout, in_flight=config.in_flight,
         initializer=install_context, initargs=(config.context or current(),),
-        model_context=(config.context or current()) if config.model_process else None,
+        model_context=(config.context or current()) if config.model_process else None, decode_processes=config.decode_processes,
     )  # fmt: skip
 
 
