@@ -107,6 +107,28 @@ def test_score_rows_equal_in_process_scoring(media: Path, serve):
                      "scored", "unknown_instance", "unknown_task", "malformed_line"]  # fmt: skip
 
 
+@pytest.mark.slow
+def test_a_server_with_worker_processes_gives_the_rows_of_one_process_and_ends_them_at_shutdown(media: Path, serve):
+    import multiprocessing
+
+    items = [
+        border_item("green.png"), border_item("red.png", "red"), border_item(b64png(bordered("green", seed=2)), inline=True),
+        border_item("../outside.png"), border_item("absent.png"), {"task": "i_format_bordr", "instance": {}, "parts": []},
+    ]  # fmt: skip
+    before = set(multiprocessing.active_children())
+    server = serve(data_root=media, reward_options={"workers": 2})
+    client = Client(server.port)
+    expected = PathRedactor({"<data root>": media})(score_items(items, base_dir=media, data_root=media))
+    for _ in range(2):  # the second request finds the same workers
+        status, body = client.json("POST", "/score", {"items": items})
+        assert status == 200 and body["results"] == expected
+    workers = set(multiprocessing.active_children()) - before
+    assert len(workers) == 2
+    client.close()
+    server.stop()
+    assert wait_until(lambda: not any(worker.is_alive() for worker in workers))
+
+
 def test_without_a_data_root_paths_are_refused(media: Path, serve):
     server = serve()
     status, body = Client(server.port).json("POST", "/score", {"items": [border_item(str(media / "green.png"))]})

@@ -25,7 +25,12 @@ PRECISION = typer.Option(
 DECODE_PROCESSES = typer.Option(
     0, "--decode-processes", min=0, rich_help_panel="Execution",
     help="Processes that decode the media of items scored together, so that the device thread waits less for the "
-    "interpreter lock (0: each item decodes in its own thread; for score --workers N, per worker). The same rows either way.",
+    "interpreter lock (0: each item decodes in its own thread; with --workers N, per worker). The same rows either way.",
+)  # fmt: skip
+MODEL_PROCESS = typer.Option(
+    False, "--model-process", rich_help_panel="Execution",
+    help="With --workers N: one more process holds the models (clap-hf, whisper-hf, wavlm-sv, gender-w2v2, dreamsim) "
+    "on the device and computes every worker's batches, while the workers do the per-item work. The same rows.",
 )  # fmt: skip
 VLM_BASE_URL = typer.Option(
     None, "--vlm-base-url", help="OpenAI-compatible endpoint of the VLM judge, e.g. http://127.0.0.1:8000/v1.", rich_help_panel="Judge"

@@ -41,11 +41,7 @@ def score_command(
         "calls share batches on the device; rows are the same bytes as scored one at a time (1).",
     ),
     decode_processes: int = options.DECODE_PROCESSES,
-    model_process: bool = typer.Option(
-        False, "--model-process", rich_help_panel="Execution",
-        help="With --workers N: one more process holds the models (clap-hf, whisper-hf, wavlm-sv, gender-w2v2, dreamsim) "
-        "on the device and computes every worker's batches, while the workers do the per-item work. The same rows.",
-    ),
+    model_process: bool = options.MODEL_PROCESS,
     executor: str = typer.Option("local", help="local (this machine) or ray (a local Ray instance or --ray-address).", rich_help_panel="Execution"),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster address (default: start a local instance).", rich_help_panel="Execution"),
     gpus_per_worker: float = typer.Option(0.0, min=0.0, help="GPUs each Ray worker requests (model backends on GPU).", rich_help_panel="Execution"),

@@ -28,6 +28,11 @@ def serve_command(
     batch_wait_ms: float = typer.Option(2.0, min=0.0, help="How long the micro-batcher collects concurrent requests."),
     max_batch: int = typer.Option(64, min=1, help="Most items scored as one batch."),
     decode_processes: int = options.DECODE_PROCESSES,
+    workers: int = typer.Option(
+        1, min=1, rich_help_panel="Execution",
+        help="1: score in the server's process; N>1: N worker processes, kept for the server's life, score each micro-batch.",
+    ),
+    model_process: bool = options.MODEL_PROCESS,
     on_error: str = typer.Option("raise", help="/get_reward for items that cannot be scored: raise (HTTP 500) or zero (OpenRLHF needs a number)."),
     offline: bool = options.OFFLINE,
     model: list[str] = options.MODEL,
@@ -71,6 +76,7 @@ def serve_command(
             reward_options={
                 "models": model or None, "references": references or None, "device": device, "offline": offline or None,
                 "profile": profile, "precision": precision, "decode_processes": decode_processes,
+                "workers": workers, "model_process": model_process,
                 "judge": options.judge_options(vlm_base_url, vlm_model, vlm_role, vlm_concurrency, vlm_api_key_env),
             },
             max_json_values=max_json_values, max_inflight_bytes=int(max_inflight_mb * 1024 * 1024), max_waiting=max_waiting,

@@ -135,9 +135,12 @@ class OrderedPool:
     warmup_timeout: float | None = DEFAULT_WARMUP_TIMEOUT
     in_flight: int = 1
     died: Callable[[PoolWorker], None] | None = None  # told of a worker that died; raising ends the run
+    keep: bool = False  # workers outlive a run that ends as planned, for the next run (see close)
+    _kept: list[PoolWorker] | None = field(default=None, init=False, repr=False)
 
     def run(self, planned: Iterable[Planned]) -> Iterator[Row]:
-        pool = [self.make_worker() for _ in range(self.workers)]
+        pool, self._kept = self._kept or [self.make_worker() for _ in range(self.workers)], None
+        finished = False
         done: dict[int, Row] = {}
         intake = _Intake(iter(planned), self.in_flight, self.max_pending, done)
         retry: deque[tuple[int, WorkItem]] = deque()  # items of failed batches, to score one by one
@@ -159,6 +162,7 @@ class OrderedPool:
                 busy = [w for w in pool if w.job is not None]
                 if not busy:
                     if intake.finished and not retry:
+                        finished = True
                         break
                     continue
                 nearest = min(w.job.deadline for w in busy)  # type: ignore[union-attr]
@@ -169,8 +173,17 @@ class OrderedPool:
                         worker.kill()
                         pool[index] = self.make_worker()
         finally:
-            for worker in pool:
-                worker.stop()
+            if self.keep and finished:  # idle, each with the tasks it warmed up
+                self._kept = pool
+            else:  # a run cut short leaves workers busy with items nobody waits for
+                for worker in pool:
+                    worker.stop()
+
+    def close(self) -> None:
+        """Stop the workers kept from the last run."""
+        kept, self._kept = self._kept, None
+        for worker in kept or []:
+            worker.stop()
 
     def _submit(self, worker: PoolWorker, batch: Batch, done: dict[int, Row]) -> None:
         worker.job = Job(dict(batch), _deadline(self.warmup_timeout), together=len(batch) > 1)
@@ -307,7 +320,10 @@ class ProcessExecutor:
 
     ``warmup_timeout`` bounds worker start-up and each task's first use in a worker (``None``: no
     bound); ``initializer(*initargs)`` runs once in every worker before its first item;
-    ``in_flight`` model items go to a worker at a time and are scored there together.
+    ``in_flight`` model items go to a worker at a time and are scored there together.  With
+    ``keep``, the workers (and the model process) outlive a run that ends as planned and score the
+    next one, warm; :meth:`close` ends them.  A run cut short, or ended by its model process, ends
+    them all: the next run starts afresh.
     """
 
     workers: int = 2
@@ -319,8 +335,32 @@ class ProcessExecutor:
     in_flight: int = 1  # items a worker scores together, their model calls batched
     model_context: ScoringContext | None = None  # set: one model process computes the servable models' batches
     decode_processes: int = 0  # processes of each worker decoding the media of the items it scores together
+    keep: bool = False  # workers and model process outlive a run that ends as planned
+    after_loss: str = "; rows written so far are kept, and the same command resumes the run"  # said when the model process is lost
+    _pool: OrderedPool | None = field(default=None, init=False, repr=False)
+    _models: ModelProcess | None = field(default=None, init=False, repr=False)
 
     def run(self, planned: Iterable[Planned]) -> Iterator[Row]:
+        if self._pool is None:
+            self._start()
+        pool, models, finished = self._pool, self._models, False
+        assert pool is not None
+        try:
+            yield from pool.run(planned if models is None else announced(planned, models.preload))
+            finished = True
+        finally:
+            if not (self.keep and finished and self._pool is pool):  # cut short, or closed meanwhile
+                if self._pool is pool:
+                    self._pool = self._models = None
+                _end(pool, models)
+
+    def close(self) -> None:
+        """End the workers and the model process kept between runs (a run still going ends too)."""
+        pool, models, self._pool, self._models = self._pool, self._models, None, None
+        if pool is not None:
+            _end(pool, models)
+
+    def _start(self) -> None:
         context = multiprocessing.get_context("spawn")
         models = None if self.model_context is None else ModelProcess(self.model_context)
         initializer, initargs = self.initializer, tuple(self.initargs)
@@ -335,23 +375,27 @@ class ProcessExecutor:
                 return
             process = worker.process  # type: ignore[attr-defined]
             process.join(5)  # its pipe closed as it ended: the exit code is a moment away
-            resumes = "; rows written so far are kept, and the same command resumes the run"
             if process.exitcode == MODEL_PROCESS_STUCK:
                 limit = f" ({self.timeout:g} s)" if self.timeout else ""
                 raise ModelProcessEnded(
                     f"a batch in the model process outlived its items' time limit{limit}: a computation "
-                    "stuck in native code, or a limit too short for the model's batches" + resumes
-                    + " (without --model-process each worker has models of its own, and a stuck one costs one item)"
+                    "stuck in native code, or a limit too short for the model's batches" + self.after_loss
+                    + " (without a model process each worker has models of its own, and a stuck one costs one item)"
                 )
             if process.exitcode == MODEL_PROCESS_LOST or models.ended():
                 code = models.process.exitcode
-                raise ModelProcessEnded("the model process ended" + (f" (exit code {code})" if code is not None else "") + resumes)
+                raise ModelProcessEnded("the model process ended" + (f" (exit code {code})" if code is not None else "") + self.after_loss)
 
-        pool = OrderedPool(
-            make_worker, _wait_pipes, self.workers, self.timeout, self.max_pending, self.warmup_timeout, self.in_flight, died
-        )
-        try:
-            yield from pool.run(planned if models is None else announced(planned, models.preload))
-        finally:
-            if models is not None:
-                models.stop()
+        self._models = models
+        self._pool = OrderedPool(
+            make_worker, _wait_pipes, self.workers, self.timeout, self.max_pending, self.warmup_timeout, self.in_flight, died,
+            keep=self.keep,
+        )  # fmt: skip
+
+
+def _end(pool: OrderedPool, models: ModelProcess | None) -> None:
+    try:
+        pool.close()
+    finally:
+        if models is not None:
+            models.stop()

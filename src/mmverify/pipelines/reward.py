@@ -46,6 +46,7 @@ from .reward_batch import (  # noqa: F401  (re-exported: part of the reward API)
     ERROR_POLICIES, ErrorPolicy, Item, Refused, RewardBatch, RewardError, refusal_row, scores_from_rows, unwritable_row,
 )  # fmt: skip
 from .reward_json import clean_field, describe_exception, loads_json
+from .reward_processes import RewardProcesses
 from .reward_media import (  # noqa: F401  (re-exported: part of the reward API)
     NON_FINITE_IMAGE, NonFiniteImage, audio_part, image_bytes, image_part, png_bytes, to_part, to_parts, to_uint8_image, wav_bytes,
 )  # fmt: skip
@@ -98,6 +99,10 @@ class Reward:
     shared batches (rows are the same bytes as scored one by one; see :mod:`.batch`).
     ``decode_processes``: processes that decode those items' media (see
     :mod:`mmverify.core.decoding`; the same rows), started as needed and ended by :meth:`close`.
+    ``workers``: worker processes that score each call's items (``mmverify score --workers N``'s
+    pool, kept between calls, warm); ``model_process``: one more process computes their servable
+    models' batches (see :mod:`.model_process`).  Both give the rows of one process; calls on one
+    reward from several threads then take turns.  :meth:`close` ends them.
     """
 
     task: str | Sequence[str] | None = None
@@ -121,16 +126,23 @@ class Reward:
     judge: JudgeOptions | None = None
     in_flight: int = DEFAULT_IN_FLIGHT  # items of a batch scored together, their model calls batched (1: one by one)
     decode_processes: int = 0  # processes decoding the media of items scored together (0: in their threads)
+    workers: int = 1  # worker processes scoring the items (1: this process)
+    model_process: bool = False  # with workers: one process computes the servable models' batches
     tasks: frozenset[str] | None = field(init=False)  # the tasks this reward scores (None: any)
     fixed_task: str | None = field(init=False)  # the task of items that name none
     context: ScoringContext = field(init=False, repr=False)  # the scoring context installed for this reward
     _planner: Planner = field(init=False, repr=False)
     _decoder: Decoder = field(init=False, repr=False)
+    _processes: RewardProcesses = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.in_flight < 1:
             raise ValueError("in_flight must be >= 1")
         check_decode_processes(self.decode_processes, self.in_flight)
+        if self.workers < 1:
+            raise ValueError("workers must be >= 1")
+        if self.model_process and self.workers < 2:
+            raise ValueError("a model process serves worker processes (workers > 1)")
         if self.on_error not in ERROR_POLICIES:
             raise ValueError(f"on_error must be one of {', '.join(ERROR_POLICIES)}, got {self.on_error!r}")
         if self.timeout is not None and self.timeout <= 0:
@@ -169,16 +181,22 @@ class Reward:
             profile=self.profile,
             allow_paths=self.allow_paths,
         )
-        self._decoder = DecodePool(self.decode_processes) if self.decode_processes else INLINE
+        self._decoder = DecodePool(self.decode_processes) if self.decode_processes and self.workers == 1 else INLINE
+        self._processes = RewardProcesses(self)
 
     def close(self) -> None:
-        """End the decoding processes (a later call starts new ones); nothing else needs closing."""
+        """End the decoding processes, worker processes and model process (a later call starts new ones)."""
+        self._processes.close()
         if isinstance(self._decoder, DecodePool):
             self._decoder.close()
             self._decoder = DecodePool(self.decode_processes)
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {key: value for key, value in self.__dict__.items() if key != "_processes"}  # processes stay with their owner
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._processes = RewardProcesses(self)
         offer(self.context)  # a reward unpickled in another process brings its settings along
 
     # -- building items -----------------------------------------------------------------------------
@@ -270,6 +288,8 @@ class Reward:
             raise ValueError(f"got {len(lines)} line numbers for {len(items)} items")
         with holding(self.context):  # this reward's settings and models for the whole call
             planned = [self._plan_one(lines[i] if lines is not None else i + 1, item, convert) for i, item in enumerate(items)]
+            if self.workers > 1:
+                return self._processes.rows(planned)
             if self.in_flight > 1:
                 return list(score_together(planned, self._score, in_flight=self.in_flight, timeout=self.timeout, decoder=self._decoder))
             return [entry if isinstance(entry, dict) else self._score(entry) for entry in planned]
