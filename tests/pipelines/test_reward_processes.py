@@ -62,7 +62,7 @@ def test_a_reward_with_workers_travels_without_its_processes():
 def test_worker_processes_kept_between_calls_give_the_rows_of_one_process(clap_reward):
     make, items = clap_reward
     one = make("one")
-    expected, reversed_order = lines(one.rows(items)), lines(one.rows(items[::-1]))
+    expected, reversed_order, alone = lines(one.rows(items)), lines(one.rows(items[::-1])), lines(one.rows(items[:1]))
     assert all(json.loads(row)["status"] == "scored" for row in expected) and len(expected) == 2 * len(ESC50_TASKS)
     for options in ({"workers": 2}, {"workers": 2, "model_process": True, "decode_processes": 1}):
         reward = make("-".join(map(str, options.values())), **options)
@@ -72,25 +72,48 @@ def test_worker_processes_kept_between_calls_give_the_rows_of_one_process(clap_r
             assert len(first) == 2 and all(process.is_alive() for process in first)
             assert lines(reward.rows(items[::-1])) == reversed_order  # by the same workers, warm
             assert kept_workers(reward) == first
+            first[0].kill()  # between calls: replaced before the next call, whose lone item it would have scored
+            first[0].join()
+            assert lines(reward.rows(items[:1])) == alone and first[0] not in kept_workers(reward)
         finally:
             reward.close()
         assert not any(process.is_alive() for process in first)
         assert not [child for child in multiprocessing.active_children() if child.name == "mmverify-models"]
 
 
+def model_processes() -> list:
+    return [child for child in multiprocessing.active_children() if child.name == "mmverify-models"]
+
+
 @pytest.mark.slow
-def test_a_call_that_loses_its_model_process_raises_and_the_next_one_starts_afresh(clap_reward):
+def test_processes_that_end_between_calls_are_replaced_and_one_lost_in_a_call_fails_that_call_only(clap_reward, monkeypatch):
+    from mmverify.pipelines import pool as pool_module
+
     make, items = clap_reward
     expected = lines(make("one").rows(items))
     reward = make("served", workers=2, model_process=True)
     try:
         assert lines(reward.rows(items)) == expected
-        [models] = [child for child in multiprocessing.active_children() if child.name == "mmverify-models"]
-        models.kill()
-        models.join()
+        [first] = model_processes()
+        first.kill()  # between calls: its workers end too, and the next call starts all anew
+        first.join()
+        assert lines(reward.rows(items)) == expected
+        [second] = model_processes()
+        assert second.pid != first.pid
+
+        submit = pool_module.ProcessWorker.submit
+
+        def submit_after_a_kill(self, batch):  # the model process ends while the call's first batch goes out
+            for models in model_processes():
+                models.kill()
+                models.join()
+            return submit(self, batch)
+
+        monkeypatch.setattr(pool_module.ProcessWorker, "submit", submit_after_a_kill)
         with pytest.raises(ModelProcessEnded, match="the next call starts new worker processes"):
             reward.rows(items)
-        assert reward._processes._executor._pool is None  # type: ignore[union-attr]  (all ended)
+        monkeypatch.setattr(pool_module.ProcessWorker, "submit", submit)
         assert lines(reward.rows(items)) == expected
     finally:
         reward.close()
+    assert not model_processes()

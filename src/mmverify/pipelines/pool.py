@@ -68,6 +68,8 @@ class PoolWorker(Protocol):
 
     def stop(self) -> None: ...
 
+    def alive(self) -> bool: ...  # False: it ended while idle (checked before a kept worker is reused)
+
 
 def _deadline(limit: float | None) -> float:
     return time.monotonic() + limit if limit else float("inf")
@@ -140,6 +142,10 @@ class OrderedPool:
 
     def run(self, planned: Iterable[Planned]) -> Iterator[Row]:
         pool, self._kept = self._kept or [self.make_worker() for _ in range(self.workers)], None
+        for index, worker in enumerate(pool):
+            if self.keep and not worker.alive():  # kept, and ended between runs: no item of this run is charged for it
+                worker.kill()
+                pool[index] = self.make_worker()
         finished = False
         done: dict[int, Row] = {}
         intake = _Intake(iter(planned), self.in_flight, self.max_pending, done)
@@ -283,6 +289,9 @@ class ProcessWorker:
         self.process.join(timeout=5)
         self.conn.close()
 
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
     def stop(self) -> None:
         try:
             self.conn.send(None)
@@ -341,6 +350,8 @@ class ProcessExecutor:
     _models: ModelProcess | None = field(default=None, init=False, repr=False)
 
     def run(self, planned: Iterable[Planned]) -> Iterator[Row]:
+        if self._models is not None and self._models.ended():  # ended between runs: nothing of this run is lost
+            self.close()
         if self._pool is None:
             self._start()
         pool, models, finished = self._pool, self._models, False

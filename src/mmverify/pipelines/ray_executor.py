@@ -87,6 +87,9 @@ class RayWorker:
         except (RayActorError, WorkerCrashedError):
             raise WorkerDied() from None
 
+    def alive(self) -> bool:
+        return True  # an actor that ended is found by its next call (Ray pools are not kept between runs)
+
     def kill(self) -> None:
         import ray
 
