@@ -130,19 +130,22 @@ def _raised_here(exc: Exception) -> tuple[Exception, str]:
         (IndexError(), IndexError),
         (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), UnicodeError),  # its constructor wants five arguments
         (BadClip("a clip this model cannot take"), ValueError), (Unprintable("x"), RuntimeError),
+        (FileNotFoundError(2, "No such file or directory", "/models/weights.bin"), FileNotFoundError),  # the name is no argument
+        (KeyError(("a", 1)), KeyError), (KeyError(3.5), KeyError),  # keys the wire does not carry as arguments
     ],
 )  # fmt: skip
 def test_errors_come_back_as_their_type_with_their_text_and_where_they_were_raised(exc, builtin):
-    """A builtin comes back as itself; any other type as a class of its name derived from its
-    nearest builtin (the same handlers catch it).  The row's text is the same: ``Type: message
-    (at file:line)`` of where the model process raised it."""
+    """An error comes back as its type where that is a builtin that reads the same, else as a
+    class of its name derived from its nearest builtin (the same handlers catch it).  The row's text
+    is the same: ``Type: message (at file:line)`` of where the model process raised it."""
     from mmverify.core.errors import raised_at
     from mmverify.pipelines.execute import described
 
     exc, line = _raised_here(exc)
     back = raised(json.loads(json.dumps(error_reply(exc))))  # as the wire carries it
     assert type(back).__name__ == type(exc).__name__ and isinstance(back, builtin)
-    assert (type(back) is type(exc)) == (builtin is type(exc))
+    if type(exc) in (ValueError, MemoryError, ZeroDivisionError, IndexError) or exc.args == ("k",):
+        assert type(back) is type(exc)  # builtins made from their arguments
     text = "" if isinstance(exc, Unprintable) else str(exc)
     assert str(back) == text and described(back) == f"{type(exc).__name__}: {text}"
     assert raised_at(back) == line == raised_at(exc)
@@ -348,7 +351,7 @@ class _LoadingHub:
 
 
 def test_the_model_process_loads_the_servable_models_it_is_told_of_before_any_batch(monkeypatch, tmp_path):
-    hub = _LoadingHub(servable={"audio_text", "transcriber", "speaker"}, broken={"transcriber"})
+    hub = _LoadingHub(servable={"audio_text", "transcriber", "speaker", "gender"}, broken={"transcriber"})
     monkeypatch.setattr(serving_module, "get_hub", lambda: hub)
     parent, child = multiprocessing.Pipe(duplex=False)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -359,7 +362,8 @@ def test_the_model_process_loads_the_servable_models_it_is_told_of_before_any_ba
     # a failed load, an unknown capability and one that is not served do not stop the loads after them
     child.send(["transcriber", "unknown", "vad", "audio_text"])
     child.send(["speaker"])
-    assert wait_until(lambda: len(hub.loaded) == 2) and hub.loaded == ["audio_text", "speaker"]
+    child.send(["audio_text", "speaker", "gender"])  # a kept pool names them again on its next run: loaded once
+    assert wait_until(lambda: len(hub.loaded) == 3) and hub.loaded == ["audio_text", "speaker", "gender"]
     child.close()  # the parent is gone: the watcher shuts the listener, which ends the serving loop
     watcher.join(SAFETY_S)
     assert not watcher.is_alive()
@@ -393,7 +397,7 @@ def serving_loop(folder: Path) -> Iterator[str]:
     connection it answered has ended (the test closes its clients): a batch still read or computed
     later would meet the next test's patches."""
     folder.mkdir(mode=0o700)
-    before = {thread.ident for thread in threading.enumerate()}
+    before = set(threading.enumerate())
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(folder / "models.sock"))
     listener.listen(8)
@@ -408,7 +412,7 @@ def serving_loop(folder: Path) -> Iterator[str]:
     assert not thread.is_alive()
 
     def answering() -> list[str]:
-        return [t.name for t in threading.enumerate() if t.name in SERVING_THREADS and t.ident not in before]
+        return [t.name for t in threading.enumerate() if t.name in SERVING_THREADS and t not in before]
 
     wait_until(lambda: not answering(), message=lambda: f"connections still answered: {answering()}")
 

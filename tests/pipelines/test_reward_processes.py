@@ -7,6 +7,8 @@ import json
 import multiprocessing
 import pickle
 import shutil
+import types
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from mmverify.pipelines.model_process import ModelProcessEnded
 from mmverify.pipelines.reward import Reward
 from tests.pipelines.test_batched_scoring import sound_items, tiny_clap  # noqa: F401
 from tests.tasks.test_sound import ESC50_TASKS
+from tests.waiting import HANG_GUARD_S, wait_until
 
 
 @pytest.fixture
@@ -117,3 +120,91 @@ def test_processes_that_end_between_calls_are_replaced_and_one_lost_in_a_call_fa
     finally:
         reward.close()
     assert not model_processes()
+
+
+def border_pairs(count: int) -> list[tuple[dict, list]]:
+    from tests.pipelines.conftest import bordered
+
+    return [({"color": color}, [bordered(color, seed=i)]) for i, color in zip(range(count), ["green", "red"] * count)]
+
+
+def spawned_since(before: set) -> list:
+    return [child for child in multiprocessing.active_children() if child not in before]
+
+
+FORKED = """
+import json, multiprocessing, sys
+from mmverify.pipelines.reward import Reward
+from tests.pipelines.test_reward_processes import border_pairs, kept_workers, lines
+
+if __name__ == "__main__":
+    pairs = border_pairs(6)
+    expected = lines(Reward("i_format_border")(pairs).rows)
+    reward = Reward("i_format_border", workers=2)
+    first = lines(reward(pairs).rows)
+    workers = kept_workers(reward)
+    fork = multiprocessing.get_context("fork")
+    verdicts = fork.Queue()
+
+    def in_the_child():
+        try:
+            verdicts.put(lines(reward(pairs).rows) == expected)
+        finally:
+            reward.close()  # the child's own workers; the parent's are not its to stop
+
+    child = fork.Process(target=in_the_child)
+    child.start()
+    in_child = verdicts.get(timeout=60)
+    child.join(60)
+    untouched = all(worker.is_alive() for worker in workers)
+    again = lines(reward(pairs).rows)
+    print(json.dumps({"first": first == expected, "in_child": in_child, "child_exit": child.exitcode,
+                      "untouched": untouched, "again": again == expected, "same_workers": kept_workers(reward) == workers}))
+    reward.close()
+"""
+
+
+@pytest.mark.slow
+def test_a_reward_forked_into_another_process_starts_its_own_workers_there(tmp_path):
+    """In a fresh interpreter (a fork of the test process would inherit its other tests' threads)."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "forked.py"
+    script.write_text(FORKED)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "src"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=5 * HANG_GUARD_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"first": True, "in_child": True, "child_exit": 0, "untouched": True, "again": True, "same_workers": True}
+
+
+@pytest.mark.slow
+def test_closing_a_reward_while_a_call_runs_ends_what_that_call_started():
+    import threading
+
+    from mmverify.pipelines import reward_processes
+
+    pairs = border_pairs(40)
+    reward = Reward("i_format_border", workers=2)
+    made, go = threading.Event(), threading.Event()
+    making = reward_processes.RewardProcesses._pool
+
+    def pool_then_wait(self):  # type: ignore[no-untyped-def]
+        executor = making(self)
+        made.set()
+        go.wait(HANG_GUARD_S)
+        return executor
+
+    before = set(multiprocessing.active_children())
+    reward._processes._pool = types.MethodType(pool_then_wait, reward._processes)  # type: ignore[method-assign]
+    with ThreadPoolExecutor(1) as caller:
+        call = caller.submit(reward, pairs)
+        assert made.wait(HANG_GUARD_S)
+        reward.close()  # before the call's pool has started a worker
+        go.set()
+        assert all(row["status"] == "scored" for row in call.result(HANG_GUARD_S).rows)
+    assert wait_until(lambda: not [child for child in spawned_since(before) if child.is_alive()])
+    assert reward._processes._executor is None

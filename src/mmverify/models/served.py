@@ -136,16 +136,18 @@ def raised(error: dict[str, Any]) -> Exception:
 
 
 def _rebuilt(name: str, base: str, args: list[Any] | None, message: str) -> Exception:
-    """The builtin ``name`` made from ``args`` (or ``message``); else an instance of a class named
-    ``name`` derived from the nearest builtin ancestor whose constructor takes a message alone."""
+    """The builtin ``name`` made from ``args`` (or ``message``) where that reads as ``message``;
+    else an instance of a class named ``name`` whose text is ``message``, derived from the nearest
+    builtin (itself included) whose constructor takes a message alone."""
     builtin = _builtin_error(name)
     if builtin is not None:
         try:
-            return builtin(*(args if args is not None else [message]))
+            exc = builtin(*(args if args is not None else [message]))
+            if str(exc) == message:  # not so for an OSError's file name, a KeyError's tuple key
+                return exc
         except Exception:  # noqa: BLE001  (a constructor that wants more: UnicodeDecodeError)
             pass
-    ancestors = builtin.__mro__[1:] if builtin is not None else (_builtin_error(base) or RuntimeError).__mro__
-    for ancestor in ancestors:
+    for ancestor in (builtin or _builtin_error(base) or RuntimeError).__mro__:
         if _builtin_error(ancestor.__name__) is ancestor:
             try:
                 return _remote_class(name, ancestor)(message)

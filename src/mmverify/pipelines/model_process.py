@@ -31,6 +31,7 @@ import signal
 import socket
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
@@ -200,8 +201,12 @@ def _watch_lifeline(lifeline: Any, listener: socket.socket) -> None:
 
 
 def _load_each(loads: "queue.SimpleQueue[list[str]]") -> None:
+    """Preload each capability once (a kept pool names its tasks' capabilities on every run)."""
+    asked: set[str] = set()
     while True:
-        preload(loads.get())
+        capabilities = [capability for capability in loads.get() if capability not in asked]
+        asked.update(capabilities)
+        preload(capabilities)
 
 
 def model_process_main(address: str, token: str, context: ScoringContext, ready: Any, lifeline: Any) -> None:
@@ -243,6 +248,8 @@ class ModelProcess:
     def __init__(self, context: ScoringContext) -> None:
         spawn = multiprocessing.get_context("spawn")
         self._folder = Path(tempfile.mkdtemp(prefix="mmverify-models-"))  # mode 0700: this user only
+        # removed however this process ends: at its exit, daemonic children are ended by a signal
+        self._remove_folder = weakref.finalize(self, shutil.rmtree, str(self._folder), True)
         self.address = str(self._folder / "models.sock")
         self.token = secrets.token_hex(16)
         ready, ready_child = spawn.Pipe(duplex=False)
@@ -255,7 +262,7 @@ class ModelProcess:
         try:
             self.process.start()
         except BaseException:
-            shutil.rmtree(self._folder, ignore_errors=True)
+            self._remove_folder()
             raise
         ready_child.close()
         lifeline_child.close()
@@ -289,4 +296,4 @@ class ModelProcess:
         if self.process.is_alive():
             self.process.kill()
             self.process.join(5)
-        shutil.rmtree(self._folder, ignore_errors=True)
+        self._remove_folder()

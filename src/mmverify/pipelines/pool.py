@@ -366,7 +366,8 @@ class ProcessExecutor:
                 _end(pool, models)
 
     def close(self) -> None:
-        """End the workers and the model process kept between runs (a run still going ends too)."""
+        """End the workers and the model process kept between runs.  A run still going ends its
+        workers as it returns (with a model process, it fails at once: its batches go unanswered)."""
         pool, models, self._pool, self._models = self._pool, self._models, None, None
         if pool is not None:
             _end(pool, models)
