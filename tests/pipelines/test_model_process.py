@@ -372,7 +372,7 @@ def test_the_model_process_loads_the_servable_models_it_is_told_of_before_any_ba
 
 
 def test_the_parent_names_each_tasks_models_once_as_its_first_item_passes():
-    from mmverify.pipelines.pool import announced
+    from mmverify.pipelines.model_process import announced
     from tests.pipelines.test_pool_batches import item
 
     told: list[list[str]] = []

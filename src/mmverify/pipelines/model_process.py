@@ -34,7 +34,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 from ..core.decode_worker import ProtocolError, SocketStream, read_message, write_message
 from ..models.base import ModelUnavailable
@@ -43,7 +43,10 @@ from ..models.hub import get_hub
 from ..models.rows import Staged
 from ..models.batching import MAX_STARTED
 from ..models.served import PROTOCOL, error_reply, received_value, unpack, use_model_process, value_message
+from ..tasks.catalog import CATALOG
 from .context import ScoringContext, install_context
+from .execute import Planned
+from .plan import WorkItem
 
 START_TIMEOUT_S = 300.0  # importing the package and binding the socket; models load on first use
 
@@ -233,6 +236,20 @@ def serve(listener: socket.socket, token: str) -> None:
         threading.Thread(
             target=serve_connection, args=(connection, token, backends), name="mmverify-model-reader", daemon=True
         ).start()
+
+
+def announced(planned: Iterable[Planned], preload: Callable[[list[str]], None]) -> Iterator[Planned]:
+    """``planned`` as it comes, with ``preload`` given the model capabilities of each task the
+    first time one of its items passes (the pool reads ahead of its workers, so the models load
+    while the workers start)."""
+    seen: set[str] = set()
+    for entry in planned:
+        if isinstance(entry, WorkItem) and entry.task not in seen:
+            seen.add(entry.task)
+            info = CATALOG.get(entry.task)
+            if info is not None and info.capabilities:
+                preload(list(info.capabilities))
+        yield entry
 
 
 def served_worker(address: str, token: str, initializer: Any, initargs: tuple[Any, ...]) -> None:

@@ -32,10 +32,9 @@ from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from ..core.errors import ErrorCode
 from ..models.served import MODEL_PROCESS_LOST, MODEL_PROCESS_STUCK
-from ..tasks.catalog import CATALOG
 from .context import ScoringContext
 from .execute import DEFAULT_WARMUP_TIMEOUT, Planned, error_row, timeout_row, uses_models, warmup_timeout_row
-from .model_process import ModelProcess, ModelProcessEnded, served_worker
+from .model_process import ModelProcess, ModelProcessEnded, announced, served_worker
 from .plan import WorkItem
 from .pool_worker import Batch, Event, Initializer, process_main, receive_report
 
@@ -302,20 +301,6 @@ class ProcessWorker:
             self.process.kill()
             self.process.join(timeout=5)
         self.conn.close()
-
-
-def announced(planned: Iterable[Planned], preload: Callable[[list[str]], None]) -> Iterator[Planned]:
-    """``planned`` as it comes, with ``preload`` given the model capabilities of each task the
-    first time one of its items passes (the pool reads ahead of its workers, so the models load
-    while the workers start)."""
-    seen: set[str] = set()
-    for entry in planned:
-        if isinstance(entry, WorkItem) and entry.task not in seen:
-            seen.add(entry.task)
-            info = CATALOG.get(entry.task)
-            if info is not None and info.capabilities:
-                preload(list(info.capabilities))
-        yield entry
 
 
 def _wait_pipes(workers: list[PoolWorker], timeout: float | None) -> list[PoolWorker]:
