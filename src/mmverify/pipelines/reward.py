@@ -133,7 +133,7 @@ class Reward:
     context: ScoringContext = field(init=False, repr=False)  # the scoring context installed for this reward
     _planner: Planner = field(init=False, repr=False)
     _decoder: Decoder = field(init=False, repr=False)
-    _processes: RewardProcesses = field(init=False, repr=False)
+    _processes: RewardProcesses = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.in_flight < 1:
