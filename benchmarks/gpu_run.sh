@@ -12,7 +12,8 @@
 #   bash benchmarks/gpu_run.sh embed     # CLAP embed_audio alone over 2,048 clips, with its diagnostics (~190 s on an H100)
 #   bash benchmarks/gpu_run.sh workers   # CLAP at scale, one run of the benchmark: `mmverify score --workers 4 --model-process`,
 #                                        # plain `--workers 4`, then `--workers 8 --model-process`, with their rates once
-#                                        # rows flow (worker start-up left out)
+#                                        # rows flow (worker start-up left out); SETTINGS=4m:2,8m:2 scores other settings
+#                                        # (batched_scoring.py --workers: N, Nm with a model process, :K decoding processes each)
 #   bash benchmarks/gpu_run.sh all       # one call of under 10 minutes (a 15-minute device lease): the CLAP
 #                                        # figures first, then Whisper, DreamSim, speaker/gender, on smaller
 #                                        # workloads, and last where items scored together lose time
@@ -157,7 +158,7 @@ if [ "$quick" = 1 ]; then
       run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 --model "${size[@]}" ;;
     workers)
       run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 2 --check 2 \
-        --tasks clap --workers 2m,2 --workers-only "${size[@]}"
+        --tasks clap --workers "${SETTINGS:-2m,2}" --workers-only "${size[@]}"
       mv "$out/batched_scoring.log" "$out/score_workers.log" ;;
     all)
       run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 "${size[@]}"
@@ -207,7 +208,7 @@ case $part in
   workers)  # one run of the benchmark (one set of checkpoints and clips), rows printed as each setting ends: on an H200's
     # host each setting took about 130-200 s with 2,048 items; `embed` goes in a call of its own
     run batched_scoring 550 --full --device "$device" --items 4096 --in-flight 256 --batch-size 128 \
-      --baseline-items 8 --repeats 1 --tasks clap --workers 4m,4,8m --workers-only
+      --baseline-items 8 --repeats 1 --tasks clap --workers "${SETTINGS:-4m,4,8m}" --workers-only
     mv "$out/batched_scoring.log" "$out/score_workers.log" ;;
   all)  # in order of importance; the caps add up to 580 s (the call without device_contention took 434 s on an H100)
     run clap_frontend 60 --device "$device" --clips 512 --batch-sizes 128 --repeats 1

@@ -83,6 +83,16 @@ def test_each_part_runs_every_benchmark_and_each_prints_its_rows(tmp_path: Path,
 
 
 @pytest.mark.slow
+def test_the_workers_part_scores_the_settings_it_is_given(tmp_path: Path):
+    needs_the_models_extra()
+    result = gpu_run("workers", tmp_path, SETTINGS="2m:1")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    log = (tmp_path / "score_workers.log").read_text()
+    rows = [line for line in log.splitlines() if line.startswith("a_sound_cot")]
+    assert len(rows) == 1 and "--workers 2 --model-process --decode-processes 1" in rows[0] and "NOT the same" not in log
+
+
+@pytest.mark.slow
 def test_the_one_call_part_runs_each_benchmark_once_and_keeps_both_scoring_logs(tmp_path: Path):
     needs_the_models_extra()
     result = gpu_run("all", tmp_path)
