@@ -310,9 +310,11 @@ def demo_command(
 
 
 def main() -> None:  # pragma: no cover
+    from .core.exits import freeze_at_exit
     from .core.stacks import dump_stacks_on_sigusr1
 
     dump_stacks_on_sigusr1()  # kill -USR1 PID: where a long or stuck run is, without stopping it
+    freeze_at_exit()  # a command that loaded models ends a second sooner
     app()
 
 

@@ -24,7 +24,7 @@ from mmverify.models.cache import OutputCache, cache_problems
 from mmverify.models.cache_files import failure_kind
 from mmverify.models.judge import JudgeCache
 from mmverify.pipelines.plan import WorkItem
-from mmverify.pipelines.pool import ProcessExecutor
+from mmverify.pipelines.process_executor import ProcessExecutor
 from mmverify.pipelines.score import ScoreConfig, run_score
 from tests.conftest import save_png, scene, write_manifest
 from tests.vlm_server import always, vlm_env, vlm_server  # noqa: F401  (fixtures)

@@ -289,11 +289,11 @@ def test_scores_through_a_model_process_are_the_bytes_of_one_process(clap_run, t
 
 @pytest.mark.slow
 def test_a_model_process_that_dies_ends_the_run_and_the_run_resumes(clap_run, tmp_path, monkeypatch):
-    from mmverify.pipelines import pool as pool_module
+    from mmverify.pipelines import process_executor as executor_module
 
     run_score(clap_run(tmp_path / "one"))
     rows_written, killed_after = [0], []
-    submit = pool_module.ProcessWorker.submit
+    submit = executor_module.ProcessWorker.submit
 
     def submit_after_a_kill(worker, batch):
         """Kill the model process before the first batch sent once a row is written (or before the
@@ -305,7 +305,7 @@ def test_a_model_process_that_dies_ends_the_run_and_the_run_resumes(clap_run, tm
             killed_after.append(rows_written[0])
         return submit(worker, batch)
 
-    monkeypatch.setattr(pool_module.ProcessWorker, "submit", submit_after_a_kill)
+    monkeypatch.setattr(executor_module.ProcessWorker, "submit", submit_after_a_kill)
     config = clap_run(tmp_path / "served", workers=2, model_process=True, in_flight=3)
     LAST_ITEM = len(config.manifest.read_text().splitlines()) - 1
     with pytest.raises(ModelProcessEnded, match="resumes"):
@@ -314,7 +314,7 @@ def test_a_model_process_that_dies_ends_the_run_and_the_run_resumes(clap_run, tm
     reference = (tmp_path / "one" / "results.jsonl").read_bytes()
     # rows written before the kill are kept (none of them an error); the batch sent after it is not scored
     assert killed_after and len(written.splitlines()) >= killed_after[0] and reference.startswith(written) and written != reference
-    monkeypatch.setattr(pool_module.ProcessWorker, "submit", submit)
+    monkeypatch.setattr(executor_module.ProcessWorker, "submit", submit)
     run_score(clap_run(tmp_path / "served", workers=2, model_process=True))
     assert (tmp_path / "served" / "results.jsonl").read_bytes() == reference
 
@@ -515,7 +515,7 @@ class _ServingHere:
 
 @pytest.mark.slow
 def test_a_batch_stuck_in_the_model_process_ends_the_run(clap_run, tmp_path, monkeypatch, tiny_clap):  # noqa: F811
-    from mmverify.pipelines import pool as pool_module
+    from mmverify.pipelines import process_executor as executor_module
     from tests.tasks.speech_task_fixtures import use_models
 
     use_models(monkeypatch, tmp_path / "cache", f"audio_text=clap-hf@{tiny_clap}?batch_size=4")  # the serving loop's hub
@@ -537,7 +537,7 @@ def test_a_batch_stuck_in_the_model_process_ends_the_run(clap_run, tmp_path, mon
     assert index % 6 and entries[index - 1]["task"] == "a_sound_cot"
     write(Path(entries[index]["parts"][0]["path"]), np.full(147 * 451, 0.1, np.float32))
     with serving_loop(tmp_path / "socket") as address:
-        monkeypatch.setattr(pool_module, "ModelProcess", lambda context: _ServingHere(address, "token"))
+        monkeypatch.setattr(executor_module, "ModelProcess", lambda context: _ServingHere(address, "token"))
         try:
             with pytest.raises(ModelProcessEnded, match="outlived its items' time limit"):
                 run_score(config)
@@ -551,7 +551,7 @@ def test_error_rows_through_a_model_process_are_the_bytes_of_one_process(clap_ru
     """The served CLAP fails on one marked clip with an error type of this module's: the batch
     holding it is run again one input at a time, as in one process, and the one error row (its type,
     text and where it was raised) is the same bytes as one process's."""
-    from mmverify.pipelines import pool as pool_module
+    from mmverify.pipelines import process_executor as executor_module
     from tests.tasks.speech_task_fixtures import use_models
 
     use_models(monkeypatch, tmp_path / "cache", f"audio_text=clap-hf@{tiny_clap}?batch_size=4")  # the serving loop's hub
@@ -573,7 +573,7 @@ def test_error_rows_through_a_model_process_are_the_bytes_of_one_process(clap_ru
     assert [row["line"] for row in rows if row["status"] == "error"] == [marked + 1] and one.errors == 1
     assert rows[marked]["error"]["message"] == f"BadClip: a clip this model cannot take (at test_model_process.py:{line})"
     with serving_loop(tmp_path / "socket") as address:
-        monkeypatch.setattr(pool_module, "ModelProcess", lambda context: _ServingHere(address, "token"))
+        monkeypatch.setattr(executor_module, "ModelProcess", lambda context: _ServingHere(address, "token"))
         run_score(clap_run(tmp_path / "served", workers=2, model_process=True))
     assert (tmp_path / "served" / "results.jsonl").read_bytes() == (tmp_path / "one" / "results.jsonl").read_bytes()
 

@@ -23,7 +23,8 @@ from mmverify.models.batching import forward
 from mmverify.pipelines import execute, pool as pool_module
 from mmverify.pipelines.execute import LocalExecutor
 from mmverify.pipelines.plan import WorkItem
-from mmverify.pipelines.pool import OrderedPool, ProcessExecutor, WorkerDied
+from mmverify.pipelines.pool import OrderedPool, WorkerDied
+from mmverify.pipelines.process_executor import ProcessExecutor
 from mmverify.pipelines.pool_worker import score_batch
 from mmverify.tasks.base import Task
 from mmverify.tasks.catalog import TASK_REGISTRY
@@ -215,6 +216,9 @@ class ScriptedWorker:
 
     def kill(self) -> None:
         self.killed_at = self.clock.now
+
+    def ask_to_stop(self) -> None:
+        pass
 
     def stop(self) -> None:
         pass

@@ -32,7 +32,7 @@ def test_a_worker_scores_with_decoding_processes_of_its_own_and_closes_them(monk
     of that size and closes it when the parent says stop; without them, items decode in their threads."""
     from mmverify.core.decoding import INLINE
     from mmverify.pipelines import batch as batch_module, pool_worker
-    from mmverify.pipelines.pool import ProcessExecutor, ProcessWorker
+    from mmverify.pipelines.process_executor import ProcessExecutor, ProcessWorker
     from mmverify.pipelines.score import ScoreConfig, make_executor
 
     made: list = []
@@ -50,12 +50,15 @@ def test_a_worker_scores_with_decoding_processes_of_its_own_and_closes_them(monk
     monkeypatch.setattr(pool_worker, "score_batch", lambda batch, timeout, forwarder, decoder: given.append(decoder) or iter(()))
     monkeypatch.setattr(pool_worker.signal, "signal", lambda *args: None)  # this test process keeps its handlers
     monkeypatch.setattr(pool_worker, "dump_stacks_on_sigusr1", lambda: False)
+    frozen: list = []  # what was closed when the worker froze its objects for its exit
+    monkeypatch.setattr(pool_worker, "freeze_for_exit", lambda: frozen.append([pool.closed for pool in made]))
     for processes in (3, 0):
         parent, child = multiprocessing.Pipe()
         for message in ([(0, "an item")], [(1, "another")], None):
             parent.send(message)
         process_main(child, None, None, (), processes)
     assert [pool.processes for pool in made] == [3] and made[0].closed
+    assert frozen == [[True], [True]]  # each end freezes last, after its decoding processes closed
     assert given == [made[0], made[0], INLINE, INLINE]
 
     together: list = []

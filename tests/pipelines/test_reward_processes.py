@@ -90,7 +90,7 @@ def model_processes() -> list:
 
 @pytest.mark.slow
 def test_processes_that_end_between_calls_are_replaced_and_one_lost_in_a_call_fails_that_call_only(clap_reward, monkeypatch):
-    from mmverify.pipelines import pool as pool_module
+    from mmverify.pipelines import process_executor as executor_module
 
     make, items = clap_reward
     expected = lines(make("one").rows(items))
@@ -104,7 +104,7 @@ def test_processes_that_end_between_calls_are_replaced_and_one_lost_in_a_call_fa
         [second] = model_processes()
         assert second.pid != first.pid
 
-        submit = pool_module.ProcessWorker.submit
+        submit = executor_module.ProcessWorker.submit
 
         def submit_after_a_kill(self, batch):  # the model process ends while the call's first batch goes out
             for models in model_processes():
@@ -112,10 +112,10 @@ def test_processes_that_end_between_calls_are_replaced_and_one_lost_in_a_call_fa
                 models.join()
             return submit(self, batch)
 
-        monkeypatch.setattr(pool_module.ProcessWorker, "submit", submit_after_a_kill)
+        monkeypatch.setattr(executor_module.ProcessWorker, "submit", submit_after_a_kill)
         with pytest.raises(ModelProcessEnded, match="the next call starts new worker processes"):
             reward.rows(items)
-        monkeypatch.setattr(pool_module.ProcessWorker, "submit", submit)
+        monkeypatch.setattr(executor_module.ProcessWorker, "submit", submit)
         assert lines(reward.rows(items)) == expected
     finally:
         reward.close()

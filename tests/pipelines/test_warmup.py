@@ -21,7 +21,7 @@ from mmverify.core.types import Check, Instance
 from mmverify.pipelines import execute
 from mmverify.pipelines.execute import LocalExecutor
 from mmverify.pipelines.plan import WorkItem
-from mmverify.pipelines.pool import ProcessExecutor
+from mmverify.pipelines.process_executor import ProcessExecutor
 from mmverify.tasks.base import Task
 from mmverify.tasks.catalog import TASK_REGISTRY
 from mmverify.tasks.response import Response

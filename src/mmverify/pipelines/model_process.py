@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 from ..core.decode_worker import ProtocolError, SocketStream, read_message, write_message
+from ..core.exits import freeze_for_exit
 from ..models.base import ModelUnavailable
 from ..models.compute_locks import computing
 from ..models.hub import get_hub
@@ -223,6 +224,7 @@ def model_process_main(address: str, token: str, context: ScoringContext, ready:
     threading.Thread(target=_watch_lifeline, args=(lifeline, listener), daemon=True).start()
     serve(listener, token)
     shutil.rmtree(Path(address).parent, ignore_errors=True)  # the parent's stop does too, unless it was killed
+    freeze_for_exit()  # the parent's stop waits for this process's end
 
 
 def serve(listener: socket.socket, token: str) -> None:

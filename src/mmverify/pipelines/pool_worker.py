@@ -26,6 +26,7 @@ from ..models.judge_usage import UsageForwarder, merge_usage
 from ..models.served import MODEL_PROCESS_STUCK, waiting_on_model_process
 from ..core.decoding import INLINE, DecodePool, Decoder
 from ..core.errors import ErrorCode
+from ..core.exits import freeze_for_exit
 from ..core.stacks import dump_stacks_on_sigusr1
 from .execute import fits, is_warm, score_locally, warm_up
 from .plan import WorkItem
@@ -107,7 +108,7 @@ def score_warm(items: Sequence[WorkItem], timeout: float | None, decoder: Decode
         # hang in native code) and would time out every later item.  The process ends; the pool
         # scores the held items again one by one in fresh workers, so only the one at fault times out.
         # Where the computation is a batch in the model process, every worker shares the hang: the
-        # parent ends the run instead (see .pool).
+        # parent ends the run instead (see .process_executor).
         os._exit(MODEL_PROCESS_STUCK if waiting_on_model_process() else STUCK_EXIT_CODE)
     yield from held
 
@@ -153,3 +154,4 @@ def process_main(
     finally:
         if isinstance(decoder, DecodePool):
             decoder.close()
+        freeze_for_exit()  # the parent waits for this process's end

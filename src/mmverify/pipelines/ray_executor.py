@@ -97,6 +97,9 @@ class RayWorker:
 
     stop = kill
 
+    def ask_to_stop(self) -> None:
+        pass  # stop() kills the actor, which returns at once
+
 
 def _wait_refs(workers: list[PoolWorker], timeout: float | None) -> list[PoolWorker]:
     import ray

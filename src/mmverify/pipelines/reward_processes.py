@@ -15,7 +15,7 @@ from .context import install_context
 from .execute import Planned
 
 if TYPE_CHECKING:
-    from .pool import ProcessExecutor
+    from .process_executor import ProcessExecutor
     from .reward import Reward
 
 
@@ -57,7 +57,7 @@ class RewardProcesses:
 
     def _pool(self) -> "ProcessExecutor":
         if self._executor is None:
-            from .pool import ProcessExecutor
+            from .process_executor import ProcessExecutor
 
             reward = self._reward
             self._executor = ProcessExecutor(

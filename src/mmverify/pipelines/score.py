@@ -241,7 +241,7 @@ def make_executor(config: ScoreConfig) -> Any:
         )  # fmt: skip
     if config.workers == 1:
         return LocalExecutor(config.timeout, config.warmup_timeout, config.in_flight, config.decode_processes)
-    from .pool import ProcessExecutor
+    from .process_executor import ProcessExecutor
 
     return ProcessExecutor(
         workers=config.workers, timeout=config.timeout, warmup_timeout=config.warmup_timeout, in_flight=config.in_flight,

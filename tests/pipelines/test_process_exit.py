@@ -1,0 +1,96 @@
+"""How the pool's processes end: together, and without the interpreter's last collection walking
+every object a process loaded (see mmverify.core.exits)."""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import multiprocessing
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from mmverify.pipelines import process_executor
+from mmverify.pipelines.context import ScoringContext
+from mmverify.pipelines.model_process import model_process_main
+from mmverify.pipelines.pool import _stop_all
+from mmverify.pipelines.process_executor import ProcessWorker
+from tests.waiting import HANG_GUARD_S
+
+
+def _report_at_exit(barrier: threading.Barrier | None, path: str) -> None:
+    """In a spawned process: as it ends, wait for every other at ``barrier`` and write whether
+    they all met and whether the process's objects were frozen by then."""
+
+    def report() -> None:
+        met = True
+        if barrier is not None:
+            try:
+                barrier.wait(HANG_GUARD_S)
+            except threading.BrokenBarrierError:
+                met = False
+        Path(path).write_text(f"met={met} frozen={gc.get_freeze_count() > 0}")
+
+    atexit.register(report)
+
+
+def test_workers_asked_to_stop_end_together(tmp_path, monkeypatch):
+    """Each worker is asked to stop before any is waited for: two whose exits wait for each other
+    both end by themselves.  Asked one at a time, the first waits for the second in vain."""
+    monkeypatch.setattr(process_executor, "STOP_WAIT_S", 3 * HANG_GUARD_S)  # no kill: only the order counts
+    spawn = multiprocessing.get_context("spawn")
+    barrier = spawn.Barrier(2)
+    paths = [tmp_path / f"worker-{i}" for i in range(2)]
+    workers = [ProcessWorker(spawn, None, _report_at_exit, (barrier, str(path))) for path in paths]
+    _stop_all(workers)  # type: ignore[arg-type]
+    assert [worker.process.exitcode for worker in workers] == [0, 0]
+    assert [path.read_text() for path in paths] == ["met=True frozen=True"] * 2
+
+
+def test_a_stopped_worker_freezes_its_objects_before_its_exit_handlers_run(tmp_path):
+    path = tmp_path / "worker"
+    worker = ProcessWorker(multiprocessing.get_context("spawn"), None, _report_at_exit, (None, str(path)))
+    worker.stop()
+    assert worker.process.exitcode == 0
+    assert path.read_text() == "met=True frozen=True"
+
+
+def _model_process_reporting(path: str, *args: object) -> None:
+    _report_at_exit(None, path)
+    model_process_main(*args)  # type: ignore[arg-type]
+
+
+def test_the_model_process_freezes_its_objects_once_its_parent_lets_go(tmp_path):
+    spawn = multiprocessing.get_context("spawn")
+    folder = Path(tempfile.mkdtemp(prefix="mmverify-test-models-"))
+    ready, ready_child = spawn.Pipe(duplex=False)
+    lifeline_child, lifeline = spawn.Pipe(duplex=False)
+    path = tmp_path / "model-process"
+    process = spawn.Process(
+        target=_model_process_reporting,
+        args=(str(path), str(folder / "models.sock"), "token", ScoringContext(), ready_child, lifeline_child),
+    )
+    process.start()
+    ready_child.close()
+    lifeline_child.close()
+    assert ready.poll(HANG_GUARD_S) and ready.recv() is True
+    lifeline.close()  # the parent is done: the process ends
+    process.join(HANG_GUARD_S)
+    assert process.exitcode == 0
+    assert path.read_text() == "met=True frozen=True"
+    assert not folder.exists()
+
+
+def test_the_command_line_freezes_its_objects_after_its_own_exit_handlers():
+    probe = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"  # runs after the CLI's own
+        "sys.argv = ['mmverify', '--version']\n"
+        "from mmverify.cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "frozen True"
