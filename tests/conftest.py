@@ -70,7 +70,7 @@ def mmmg_data(relative: str, *, directory: bool = False) -> Path:
 MMMG_REQUIRED = ("seed_instruction", "references/dataset.csv")
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
+def _require_mmmg_data_in_ci() -> None:
     """With ``CI=true`` the run stops at once, with one clear message, when the MMMG data is missing
     (rather than passing with every data test skipped)."""
     if running_in_ci():
@@ -177,6 +177,11 @@ def _environment_restored_after_each_test():
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    _require_mmmg_data_in_ci()
+    _refuse_a_resource_fork_file()
+
+
+def _refuse_a_resource_fork_file() -> None:
     """libsndfile reads a file named ``._`` in the working folder as the resource fork of every
     clip it decodes from memory or a descriptor (it writes one there for an SD2 stream), and then
     refuses MP3 ("bad data offset"): say so before tests fail for a reason they cannot show."""
