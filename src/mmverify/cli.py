@@ -166,7 +166,7 @@ app.add_typer(references_app, name="references")
 @references_app.command("build")
 def references_build(
     references: list[str] = typer.Option([], "--references", help="name=/path (repeatable); default: MMVERIFY_REFERENCES."),
-    model: list[str] = typer.Option([], "--model", help="audio_text=backend[@path] to index with (default: clap-hf)."),
+    model: list[str] = typer.Option([], "--model", help="audio_text=backend\\[@path] to index with (default: clap-hf)."),
     profile: list[str] = typer.Option(
         ["mmmg"], "--profile", help="Build the indexes this scoring profile reads (mmmg: zero-padded clips, strict: "
         "repeat-padded); repeatable.",

@@ -225,6 +225,17 @@ def test_labels_matching_nothing_fail_loud_and_write_nothing(tmp_path: Path):
     assert not out.exists()
 
 
+def test_an_epsilon_without_its_tie_policy_is_refused(tmp_path: Path):
+    results = tmp_path / "results.jsonl"
+    _write_rows(results, [0.2, 0.8])
+    labels = _labels_csv(tmp_path / "labels.csv", [("i_format_border/0", 0, 0), ("i_format_border/1", 0, 1)])
+    out = tmp_path / "cal"
+    for policy in ([], ["--tie-policy", "strict"]):
+        result = runner.invoke(app, ["calibrate", str(results), "--labels", str(labels), "--out", str(out), "--epsilon", "0.02", *policy])
+        assert result.exit_code == 2 and "add --tie-policy epsilon" in _flat(result.output)
+        assert not out.exists()
+
+
 def test_mixed_label_values_fail_with_the_values_found(tmp_path: Path):
     results = tmp_path / "results.jsonl"
     _write_rows(results, [0.1, 0.9])

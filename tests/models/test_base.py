@@ -43,12 +43,22 @@ def test_local_sources_load_and_missing_ones_say_so(tmp_path):
     assert not missing.availability().ok
 
 
-def test_uncached_hub_ids_never_download(offline_hub_cache):
-    backend = EchoBackend(source="someone/some-model")
-    state = backend.availability()
-    assert not state.ok and "mmverify models fetch" in state.reason
-    with pytest.raises(ModelUnavailable, match="not in the local Hugging Face cache"):
-        backend.ensure_loaded()
+def test_uncached_hub_ids_never_download_and_say_how_to_get_them(offline_hub_cache):
+    """``models fetch NAME`` downloads a backend's default checkpoint, so only that one is sent there."""
+
+    class WithDefault(EchoBackend):
+        default_source = "someone/default-model"
+
+    default = WithDefault()
+    assert default.source == "someone/default-model"
+    state = default.availability()
+    assert not state.ok and "run `mmverify models fetch echo`" in state.reason
+    other = WithDefault(source="someone/some-model")
+    state = other.availability()
+    assert not state.ok and "models fetch" not in state.reason
+    assert "download it into the local Hugging Face cache, or point the backend at a local copy" in state.reason
+    with pytest.raises(ModelUnavailable, match="someone/some-model is not in the local Hugging Face cache"):
+        other.ensure_loaded()
 
 
 def test_missing_packages_name_the_extra():

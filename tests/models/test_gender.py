@@ -154,7 +154,7 @@ def test_unavailable_sources(tmp_path, monkeypatch):
         Wav2Vec2Gender(source=str(tmp_path / "nowhere")).classify([noise(1.0, 0)])
     uncached = Wav2Vec2Gender(source="mmverify-tests/not-a-cached-classifier")
     assert not uncached.availability().ok
-    with pytest.raises(ModelUnavailable, match="models fetch"):
+    with pytest.raises(ModelUnavailable, match="not in the local Hugging Face cache"):
         uncached.ensure_loaded()
 
 

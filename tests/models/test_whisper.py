@@ -287,7 +287,7 @@ def test_hf_whisper_unavailable(tmp_path, monkeypatch):
     with pytest.raises(ModelUnavailable, match="does not exist"):
         missing.ensure_loaded()
     uncached = HFWhisper(source="mmverify-tests/no-such-whisper")
-    with pytest.raises(ModelUnavailable, match="models fetch"):
+    with pytest.raises(ModelUnavailable, match="not in the local Hugging Face cache"):
         uncached.ensure_loaded()
     assert uncached.availability().ok is False
     empty = tmp_path / "empty"

@@ -50,6 +50,8 @@ def calibrate_command(
         fail(f"--objective must be one of {', '.join(OBJECTIVES)}")
     if tie_policy not in TIE_POLICIES:
         fail(f"--tie-policy must be one of {', '.join(TIE_POLICIES)}")
+    if epsilon and tie_policy != "epsilon":  # else it would be ignored without a word
+        fail(f"--epsilon is the tie band of --tie-policy epsilon, not of {tie_policy}: add --tie-policy epsilon")
     if label_kind not in LABEL_KINDS:
         fail(f"--label-kind must be one of {', '.join(LABEL_KINDS)}")
     try:

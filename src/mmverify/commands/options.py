@@ -12,7 +12,7 @@ from .common import fail
 OFFLINE = typer.Option(False, help="Never touch the network (sets HF_HUB_OFFLINE).", rich_help_panel="Models")
 MODEL = typer.Option(
     [], "--model", rich_help_panel="Models",
-    help="Backend for a capability: capability=backend[@hub-id-or-path][?batch_size=N&...] (repeatable).",
+    help="Backend for a capability: capability=backend, then optionally @hub-id-or-path and ?batch_size=N&... (repeatable).",
 )  # fmt: skip
 REFERENCES = typer.Option(
     [], "--references", help="Reference set folder: esc50|openmic|gtzan=/path (repeatable; overrides MMVERIFY_REFERENCES).", rich_help_panel="Models"
@@ -40,7 +40,7 @@ VLM_MODEL = typer.Option(
 )
 VLM_ROLE = typer.Option(
     [], "--vlm-role", help=(
-        "Judge for one role: ROLE=MODEL[@URL] (repeatable). Roles: default (every role left unset), spatial (fallback of spatial_relative and "
+        "Judge for one role: ROLE=MODEL\\[@URL] (repeatable). Roles: default (every role left unset), spatial (fallback of spatial_relative and "
         "spatial_absolute), spatial_relative, spatial_absolute, ocr, ocr_second (a different model that also reads "
         "Chinese text), llm. Unset settings come from the parent role, then the default judge."
     ), rich_help_panel="Judge"

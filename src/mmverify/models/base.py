@@ -196,8 +196,7 @@ def hub_snapshot(repo_id: str, allow_download: bool = False) -> Path:
     try:
         return Path(snapshot_download(repo_id, local_files_only=not allow_download))
     except Exception as exc:  # the hub client raises several types for "not cached"
-        hint = "run `mmverify models fetch` for it, or point the backend at a local copy"
-        raise FileNotFoundError(f"{repo_id} is not in the local Hugging Face cache ({type(exc).__name__}); {hint}") from None
+        raise FileNotFoundError(f"{repo_id} is not in the local Hugging Face cache ({type(exc).__name__})") from None
 
 
 def missing_packages(packages: tuple[str, ...]) -> list[str]:
@@ -250,7 +249,13 @@ class Backend(ABC):
         try:
             return hub_snapshot(self.source, allow_download)
         except FileNotFoundError as exc:
-            raise ModelUnavailable(self.name, str(exc)) from None
+            raise ModelUnavailable(self.name, f"{exc}; {self._fetch_hint()}") from None
+
+    def _fetch_hint(self) -> str:
+        """How to get the configured checkpoint: ``models fetch`` downloads a backend's default one."""
+        if self.source == self.default_source:
+            return f"run `mmverify models fetch {self.name}`, or point the backend at a local copy"
+        return "download it into the local Hugging Face cache, or point the backend at a local copy"
 
     def availability(self) -> Availability:
         """Whether this backend can load here, without loading it."""
