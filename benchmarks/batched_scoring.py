@@ -284,7 +284,7 @@ def worker_rates(
     tag = f"{name.split()[0]}-{workers}{'m' if served else ''}-d{per_worker}"  # each setting's folders apart
     warm = root / f"{tag}-warm.jsonl"
     warm.write_text("".join(json.dumps(item) + "\n" for item in items[:2]), encoding="utf-8")
-    rates, rows, flowing = {}, {}, {}
+    rates, rows, flowing, phases = {}, {}, {}, []
     for label, flight, shape in (("one_by_one", 1, 1), ("together", args.in_flight, args.batch_size)):
         context = ScoringContext(models=spec_for(shape), device=args.device, precision=args.precision, env=env, cache_dir=root / "cache")
 
@@ -295,12 +295,17 @@ def worker_rates(
                 model_process=served,
             )  # fmt: skip
             with RowClock(out / "results.jsonl") as clock:
+                began = time.perf_counter()
                 path = run_score(config).results_path
+                ended = time.perf_counter()
             flowing.setdefault(label, []).append(clock.rate(len(path.read_text().splitlines())))
+            if label == "together" and clock.first_at:
+                phases.append((clock.first_at - began, ended - clock.last_at))
             return path
 
         run(warm, root / f"warm-{label}-{tag}")
         flowing[label] = []  # the warm-up run's rate is not one of the measured ones
+        phases.clear()
         outs = iter(root / f"{label}-{tag}-{i}" for i in range(args.repeats))
         rates[label], path = best_rate(lambda: run(manifests[label], next(outs)), len(baseline if label == "one_by_one" else items), args.repeats)
         rows[label] = [json.loads(line) for line in path.read_text().splitlines()]
@@ -311,6 +316,8 @@ def worker_rates(
         "task": name, "setting": setting_name(setting), **rates, "speedup": rates["together"] / rates["one_by_one"], "all_scored": scored,
         "max_delta": max(abs(a["score"] - b["score"]) for a, b in pairs) if scored else float("nan"), "backend": backend_rate(),
         "flowing": max((rate for rate in flowing["together"] if rate == rate), default=float("nan")),  # NaN: none measurable
+        # the quickest start (to the first rows) and end (after the last) of the runs together
+        "start_s": min((start for start, _ in phases), default=float("nan")), "end_s": min((end for _, end in phases), default=float("nan")),
     }  # fmt: skip
 
 
@@ -438,10 +445,12 @@ def print_reward_row(r: dict[str, Any]) -> None:
 
 def print_score_header(args: argparse.Namespace) -> None:
     print("mmverify score, worker start-up and model loading included "
-          "(once rows flow: from the first rows written to the last)", flush=True)  # fmt: skip
+          "(once rows flow: from the first rows written to the last; to first rows: from the call to them; "
+          "after last: from the last rows to the run's end, its processes stopped)", flush=True)  # fmt: skip
     print(
         f"{'task':32} {'setting':>30} {'one by one':>14} {'together':>14} {'speed-up':>9}  together/backend  "
-        f"{'once rows flow':>14}  flowing/backend  max |score difference| (batch shapes 1 and {args.batch_size})", flush=True,
+        f"{'once rows flow':>14}  flowing/backend  {'to first rows':>13}  {'after last':>10}  "
+        f"max |score difference| (batch shapes 1 and {args.batch_size})", flush=True,
     )  # fmt: skip
 
 
@@ -449,7 +458,7 @@ def print_score_row(r: dict[str, Any]) -> None:
     print(
         f"{r['task']:32} {r['setting']:>30} {r['one_by_one']:10.1f} it/s {r['together']:10.1f} it/s {r['speedup']:8.2f}x  "
         f"{r['together'] / r['backend']:16.2f}  {r['flowing']:9.1f} it/s  {r['flowing'] / r['backend']:15.2f}  "
-        f"{r['max_delta']:.2g}", flush=True,
+        f"{r['start_s']:11.2f} s  {r['end_s']:8.2f} s  {r['max_delta']:.2g}", flush=True,
     )  # fmt: skip
 
 
