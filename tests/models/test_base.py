@@ -43,7 +43,7 @@ def test_local_sources_load_and_missing_ones_say_so(tmp_path):
     assert not missing.availability().ok
 
 
-def test_uncached_hub_ids_never_download_and_say_how_to_get_them(offline_hub_cache):
+def test_uncached_hub_ids_never_download_and_say_how_to_get_them(offline_hub_cache, monkeypatch):
     """``models fetch NAME`` downloads a backend's default checkpoint, so only that one is sent there."""
 
     class WithDefault(EchoBackend):
@@ -59,6 +59,8 @@ def test_uncached_hub_ids_never_download_and_say_how_to_get_them(offline_hub_cac
     assert "download it into the local Hugging Face cache, or point the backend at a local copy" in state.reason
     with pytest.raises(ModelUnavailable, match="someone/some-model is not in the local Hugging Face cache"):
         other.ensure_loaded()
+    monkeypatch.setenv("MMVERIFY_ECHO_SOURCE", "someone/some-model")  # what `models fetch echo` would download
+    assert "run `mmverify models fetch echo`" in other.availability().reason
 
 
 def test_missing_packages_name_the_extra():

@@ -239,7 +239,7 @@ def test_a_full_disk_never_costs_a_judge_reply(tmp_path, mmmg_instructions, vlm_
     vlm_env.script(always(YES))
     monkeypatch.setattr(hub_module, "_HUB", None)
     real_connect = sqlite3.connect
-    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: real_connect(*a, factory=_FullDisk, **k))
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: real_connect(*a, **{**k, "factory": _FullDisk}))
 
     rows = score_items(_judged_items(tmp_path, 4), base_dir=tmp_path, instructions=mmmg_instructions)
 

@@ -57,6 +57,51 @@ def test_a_stopped_worker_freezes_its_objects_before_its_exit_handlers_run(tmp_p
     assert path.read_text() == "met=True frozen=True"
 
 
+def _write_to_a_cache(folder: str) -> None:
+    """In a spawned worker: store a value from a thread of its own, as scoring does."""
+    import numpy as np
+
+    from mmverify.models.cache import OutputCache
+
+    cache = OutputCache(Path(folder) / "outputs.sqlite")
+    writer = threading.Thread(target=cache.put_array, args=("key", "embedding", np.ones(4, np.float32)))
+    writer.start()
+    writer.join()
+    _KEPT.append(cache)  # alive until the process ends, as a backend's cache is
+
+
+_KEPT: list = []
+
+
+def test_a_worker_ends_with_its_caches_closed(tmp_path):
+    """Frozen objects are never collected, so the caches close their connections themselves as the
+    process ends: the write-ahead log is folded into the file (a reader that can only open the file
+    itself, in a folder it cannot write, sees every value) and its side files are gone."""
+    worker = ProcessWorker(multiprocessing.get_context("spawn"), None, _write_to_a_cache, (str(tmp_path),))
+    worker.stop()
+    assert worker.process.exitcode == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["outputs.sqlite"]
+    import sqlite3
+
+    reader = sqlite3.connect(f"{(tmp_path / 'outputs.sqlite').as_uri()}?immutable=1", uri=True)
+    assert reader.execute("SELECT key FROM entries").fetchall() == [("key",)]
+    reader.close()
+
+
+def test_a_command_ends_with_its_caches_closed(tmp_path):
+    probe = (
+        "import sys, numpy as np\n"
+        "from mmverify.core.exits import freeze_at_exit\n"
+        "from mmverify.models.cache import OutputCache\n"
+        "freeze_at_exit()\n"  # as the CLI's main does
+        f"cache = OutputCache({str(tmp_path / 'outputs.sqlite')!r})\n"
+        "cache.put_array('key', 'embedding', np.ones(4, np.float32))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert done.returncode == 0, done.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["outputs.sqlite"]
+
+
 def _model_process_reporting(path: str, *args: object) -> None:
     _report_at_exit(None, path)
     model_process_main(*args)  # type: ignore[arg-type]

@@ -227,7 +227,7 @@ class Backend(ABC):
         if rows not in ROW_RULES:
             raise ValueError(f"rows must be one of {', '.join(ROW_RULES)}, got {rows!r}")
         self.row_rule = rows
-        self.source = source or setting(f"MMVERIFY_{self.name.upper().replace('-', '_')}_SOURCE") or self.default_source
+        self.source = source or self.unnamed_source()
         self.requested_device = device
         self.batch_size = batch_size
         self._lock = threading.Lock()
@@ -237,6 +237,12 @@ class Backend(ABC):
         self.server: Any = None  # a .served.ModelClient computing this backend's batches in another process
 
     # -- where the weights are --------------------------------------------------------------------
+    @classmethod
+    def unnamed_source(cls) -> str | None:
+        """The checkpoint used where none is named: ``MMVERIFY_<NAME>_SOURCE``, else the default
+        (what ``mmverify models fetch NAME`` downloads)."""
+        return setting(f"MMVERIFY_{cls.name.upper().replace('-', '_')}_SOURCE") or cls.default_source
+
     def local_path(self, allow_download: bool = False) -> Path:
         """The checkpoint on disk (a local path, or the hub id's cached snapshot)."""
         if not self.source:
@@ -252,8 +258,8 @@ class Backend(ABC):
             raise ModelUnavailable(self.name, f"{exc}; {self._fetch_hint()}") from None
 
     def _fetch_hint(self) -> str:
-        """How to get the configured checkpoint: ``models fetch`` downloads a backend's default one."""
-        if self.source == self.default_source:
+        """How to get the configured checkpoint: ``models fetch NAME`` downloads :meth:`unnamed_source`."""
+        if self.source == self.unnamed_source():
             return f"run `mmverify models fetch {self.name}`, or point the backend at a local copy"
         return "download it into the local Hugging Face cache, or point the backend at a local copy"
 

@@ -32,6 +32,7 @@ import hashlib
 import os
 import sqlite3
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
@@ -57,6 +58,26 @@ CREATE TABLE IF NOT EXISTS entries (
 )
 """
 _BUSY_TIMEOUT_S = 60.0
+
+
+class _Connection(sqlite3.Connection):
+    """An SQLite connection that can be referred to weakly (the base class cannot)."""
+
+
+def _connect(target: str | Path, uri: bool = False) -> _Connection:
+    """A connection any thread may use (each thread opens its own; see :meth:`SQLiteStore._connection`)."""
+    return sqlite3.connect(target, uri=uri, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False, factory=_Connection)
+
+
+def _close_connections(opened: "weakref.WeakKeyDictionary[_Connection, int]") -> None:
+    """Close the connections this process opened (a forked child never touches its parent's)."""
+    for conn, pid in list(opened.items()):
+        if pid == os.getpid():
+            try:
+                conn.close()
+            except sqlite3.Error:  # one that cannot close leaves the others to close
+                pass
+    opened.clear()
 
 
 class _Unusable(Exception):
@@ -89,6 +110,12 @@ class SQLiteStore:
         self._immutable = False  # "ro" through ?immutable=1: ?mode=ro could not open the file
         self._writable = True
         self._generation = 0  # bumped when the file is replaced: every thread reconnects
+        # Each thread's connection, with the process that opened it: closed as the store goes or the
+        # process ends (the last one to close folds the -wal file into the database), not left to a
+        # garbage collection that an ending process skips (see core.exits).  Held weakly: the
+        # connection of a thread that ended goes with it.
+        self._opened: "weakref.WeakKeyDictionary[_Connection, int]" = weakref.WeakKeyDictionary()
+        weakref.finalize(self, _close_connections, self._opened)
         self._connection()  # open now, so that a broken file is found and dealt with up front
 
     @property
@@ -109,7 +136,7 @@ class SQLiteStore:
             return conn
         with self._lock:
             if conn is not None and local.pid == os.getpid():
-                conn.close()
+                self._forget(conn)
             local.conn = None
             if self._mode == "off":
                 return None
@@ -124,7 +151,13 @@ class SQLiteStore:
                 if conn is None:
                     return None
             local.conn, local.pid, local.generation, local.identity = conn, os.getpid(), self._generation, identity
+            self._opened[conn] = os.getpid()
             return conn
+
+    def _forget(self, conn: sqlite3.Connection) -> None:
+        """Close a thread's connection that the store replaces (under ``_lock``)."""
+        self._opened.pop(conn, None)
+        conn.close()
 
     def _open(self, read_only: bool = False) -> sqlite3.Connection:
         if self.path.is_dir():
@@ -132,7 +165,7 @@ class SQLiteStore:
         private_dir(self.path.parent)
         if read_only:
             return self._open_read_only()
-        conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        conn = _connect(self.path)
         return self._checked(conn, ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", self.schema))
 
     def _open_read_only(self) -> sqlite3.Connection:
@@ -146,12 +179,12 @@ class SQLiteStore:
         probe = (f"SELECT 1 FROM {self.table} LIMIT 1",)
         if not self._immutable:
             try:
-                conn = sqlite3.connect(f"{base}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+                conn = _connect(f"{base}?mode=ro", uri=True)
                 return self._checked(conn, probe)
             except sqlite3.Error as exc:
                 if failure_kind(exc) == "corrupt":
                     raise
-        conn = sqlite3.connect(f"{base}?immutable=1", uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        conn = _connect(f"{base}?immutable=1", uri=True)
         conn = self._checked(conn, probe)
         self._immutable = True
         return conn

@@ -2,7 +2,7 @@
 
 * ``LocalExecutor`` (``--workers 1``) scores in this process; the per-item timeout interrupts Python
   code through ``SIGALRM`` (main thread only).
-* ``ProcessExecutor`` (``--workers N``, :mod:`.pool`) and ``RayExecutor`` (``--executor ray``,
+* ``ProcessExecutor`` (``--workers N``, :mod:`.process_executor`) and ``RayExecutor`` (``--executor ray``,
   :mod:`.ray_executor`) keep N workers; an item over its time limit has its worker killed and
   replaced, so even a hang inside native code cannot stall the run, and a worker that dies
   (segfault, out of memory) costs one ``worker_crashed`` row, not the run.  Workers score batches
