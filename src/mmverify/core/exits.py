@@ -16,8 +16,8 @@ def freeze_for_exit() -> None:
     """Put every object alive now out of the cyclic collector's reach, for a process about to end.
 
     Call it last: cyclic garbage made before the call is not collected any more (the process
-    returns its memory as it ends).  Exit handlers, ``weakref.finalize`` callbacks and objects
-    freed by reference counting still run as usual.
+    returns its memory as it ends), so what must be closed at exit is closed by an exit handler or
+    a ``weakref.finalize`` callback, which still run (the caches close their SQLite connections so).
     """
     gc.freeze()
 
