@@ -247,7 +247,7 @@ def test_unavailable_checkpoints_raise_model_unavailable(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
     uncached = HFClap(source="mmverify-tests/clap-not-downloaded")
     state = uncached.availability()
-    assert not state.ok and "mmverify models fetch" in state.reason
+    assert not state.ok and "download it into the local Hugging Face cache" in state.reason  # not the default checkpoint
     with pytest.raises(ModelUnavailable, match="not in the local Hugging Face cache"):
         uncached.ensure_loaded()
 

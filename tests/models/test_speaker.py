@@ -174,7 +174,7 @@ def test_wavlm_unavailable_sources(tmp_path, monkeypatch):
         missing.ensure_loaded()
     assert not missing.availability().ok
     uncached = WavLMSpeaker(source="mmverify-tests/not-a-cached-model")
-    with pytest.raises(ModelUnavailable, match="models fetch"):
+    with pytest.raises(ModelUnavailable, match="not in the local Hugging Face cache"):
         uncached.embed([noise(1.0, 0)])
     (tmp_path / "empty").mkdir()
     with pytest.raises(ModelUnavailable, match="cannot load"):
