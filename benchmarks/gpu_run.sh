@@ -20,6 +20,9 @@
 #   bash benchmarks/gpu_run.sh profile   # who holds the interpreter lock while they do (py-spy --gil, summarised)
 #   bash benchmarks/gpu_run.sh model-profile  # where each thread of `score --workers 4 --model-process` spends its time,
 #                                        # the model process's reader and answer threads apart (py-spy --idle, summarised)
+#   bash benchmarks/gpu_run.sh ceiling   # the host alone around a simulated device (no GPU used: any 16-CPU machine):
+#                                        # one process, then 4 and 8 workers around a model process, with the CPU each
+#                                        # kind of process spends an item (PER_WORKER=K: K decoding processes in each worker)
 #
 # Wheels carried in .whl/ (fetched here by benchmarks/gpu_wheels.sh; WHEELS names another folder)
 # are installed to /tmp/site first.  Every benchmark runs under its own time cap and writes its log to $OUT (default
@@ -27,9 +30,9 @@
 # DEVICE (cuda) and QUICK=1 (tiny workloads: a check of this script on any machine) can be set.
 set -u
 cd "$(dirname "$0")/.."
-part=${1:?"which part: clap, models, scoring, score, embed, workers, all, profile or model-profile"}
-case $part in clap | models | scoring | score | embed | workers | all | profile | model-profile) ;;
-  *) echo "unknown part: $part (clap, models, scoring, score, embed, workers, all, profile or model-profile)" >&2; exit 2 ;;
+part=${1:?"which part: clap, models, scoring, score, embed, workers, all, profile, model-profile or ceiling"}
+case $part in clap | models | scoring | score | embed | workers | all | profile | model-profile | ceiling) ;;
+  *) echo "unknown part: $part (clap, models, scoring, score, embed, workers, all, profile, model-profile or ceiling)" >&2; exit 2 ;;
 esac
 out=${OUT:-/tmp/gpu-out}
 python=${PYTHON:-python3}
@@ -177,6 +180,9 @@ if [ "$quick" = 1 ]; then
     model-profile)
       model_profile 300 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 2 --check 2 --tasks clap \
         --workers 2m --workers-only "${size[@]}" ;;
+    ceiling)
+      run host_ceiling 300 --items 8 --in-flight 4 --batch-size 4 --launch-ms 0 --device-ms 1 --decode-processes "" --served 2 \
+        --served-decode-processes "${PER_WORKER:-0}" ;;
   esac
   exit $status
 fi
@@ -227,5 +233,8 @@ case $part in
   model-profile)  # one setting of `workers` (about 200 s on an H200's host), sampled
     model_profile 500 --full --device "$device" --items 4096 --in-flight 256 --batch-size 128 --baseline-items 8 --repeats 1 \
       --tasks clap --workers 4m --workers-only ;;
+  ceiling)  # 71 ms a batch of 128 is the H100's CLAP on its own (1,793 clips/s)
+    run host_ceiling 400 --items 2048 --decode-processes 8 --launch-ms 0 --device-ms 0,71 --served 4,8 \
+      --served-decode-processes "${PER_WORKER:-0}" ;;
 esac
 exit $status

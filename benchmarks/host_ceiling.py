@@ -23,6 +23,16 @@ issue, on a device that costs nothing to simulate.  The process's CPU use is in 
 ``--device-ms 133`` at batch 128 is the full-size CLAP's measured rate alone on an H100 (961
 clips/s); ``--launch-ms 0`` is a launch that costs the host nothing (a model replayed from a CUDA
 graph, say).
+
+``--served 2,4`` also scores the items with that many worker processes and one model process
+(``Reward(workers=N, model_process=True)``, ``mmverify score --workers N --model-process``), the
+simulated device in the model process, with ``--served-decode-processes`` decoding processes in
+each worker.  Beside items/s it prints the CPU each kind of process spent per item (read from
+``/proc``): on a machine with a core for each process, one over the model process's share is
+about the most items/s it can feed its device, and the workers' share over their number what
+each must spend of its own core and interpreter lock.
+
+    python3 benchmarks/host_ceiling.py --items 1024 --launch-ms 0 --device-ms 0 --served 2
 """
 
 from __future__ import annotations
@@ -98,15 +108,25 @@ def unit_row(clip: np.ndarray, dim: int) -> np.ndarray:
 def simulated(device: SimulatedDevice) -> Iterator[None]:
     """HFClap's audio batches go to ``device`` (its text embeddings stay the model's)."""
     launch = HFClap._launch_audio
-
-    def simulated_launch(self: HFClap, clips: list[np.ndarray], padding: str) -> Landing:
-        return device.launch(clips, self._model.config.projection_dim)
-
-    HFClap._launch_audio = simulated_launch
+    install(device)
     try:
         yield
     finally:
         HFClap._launch_audio = launch
+
+
+def install(device: SimulatedDevice) -> None:
+    def simulated_launch(self: HFClap, clips: list[np.ndarray], padding: str) -> Landing:
+        return device.launch(clips, self._model.config.projection_dim)
+
+    HFClap._launch_audio = simulated_launch
+
+
+# A spawned process (the model process) imports this file again as __mp_main__: it simulates the
+# device this variable names, "launch_ms,device_ms", set by the parent before it starts the pool.
+DEVICE_VARIABLE = "HOST_CEILING_DEVICE"
+if __name__ == "__mp_main__" and os.environ.get(DEVICE_VARIABLE):
+    install(SimulatedDevice(*(float(ms) / 1000 for ms in os.environ[DEVICE_VARIABLE].split(","))))
 
 
 def backend_alone(clap: Path, clips: list[Path], batch_size: int) -> float:
@@ -123,6 +143,49 @@ def trial(label: str, reward: Reward, items: list[dict], alone: float) -> None:
     print(f"  {label:24} {rate:8.1f} items/s  {rate / alone:5.2f} of alone  process {(sum(os.times()[:2]) - cpu) / wall:4.1f} cores", flush=True)
 
 
+def process_cpu() -> dict[int, tuple[int, float]]:
+    """This process's descendants, each pid with its parent's pid and the CPU seconds it has spent
+    (``/proc/<pid>/stat``: fields 4, 14 and 15), less multiprocessing's resource tracker."""
+    tick, table = os.sysconf("SC_CLK_TCK"), {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if b"resource_tracker" in (entry / "cmdline").read_bytes():
+                    continue
+            except OSError:  # ended meanwhile
+                continue
+            table[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    ours, frontier = {}, [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, cpu) in table.items():
+            if ppid == parent:
+                ours[pid] = (ppid, cpu)
+                frontier.append(pid)
+    return ours
+
+
+def served_trial(label: str, reward: Reward, items: list[dict], alone: float) -> None:
+    """Like :func:`trial`, with the CPU per item of each kind of process: this one, the model
+    process, the workers and their decoding processes."""
+    executor = reward._processes._executor  # the pool kept between calls: its processes' pids
+    model, workers = executor._models.process.pid, [worker.process.pid for worker in executor._pool._kept]  # type: ignore[union-attr]
+    before, cpu, started = process_cpu(), sum(os.times()[:2]), time.perf_counter()
+    rows = reward.rows(items)
+    wall, parent_cpu, after = time.perf_counter() - started, sum(os.times()[:2]) - cpu, process_cpu()
+    refuse_error_rows(label, rows)
+    spent = {pid: seconds - before.get(pid, (ppid, 0.0))[1] for pid, (ppid, seconds) in after.items()}
+    decoding = [pid for pid, (ppid, _) in after.items() if ppid in workers]
+    per_item = {
+        "this process": parent_cpu, "model process": spent.get(model, float("nan")),
+        f"{len(workers)} workers": sum(spent[pid] for pid in workers), f"{len(decoding)} decoding": sum(spent[pid] for pid in decoding),
+    }  # fmt: skip
+    rate = len(items) / wall
+    shares = ", ".join(f"{role} {1000 * seconds / len(items):.2f}" for role, seconds in per_item.items())
+    print(f"  {label:24} {rate:8.1f} items/s  {rate / alone:5.2f} of alone  CPU ms an item: {shares}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=512)
@@ -131,6 +194,8 @@ def main() -> None:
     parser.add_argument("--launch-ms", default="0,40", help="comma-separated host costs of launching a batch")
     parser.add_argument("--device-ms", default="0,133", help="comma-separated device times of a batch")
     parser.add_argument("--decode-processes", default="1", help="comma-separated numbers of decoding processes")
+    parser.add_argument("--served", default="", help="comma-separated numbers of worker processes around one model process")
+    parser.add_argument("--served-decode-processes", type=int, default=0, help="decoding processes in each of those workers")
     args = parser.parse_args()
     from mmverify.envfix import install_torchvision_op_stubs
 
@@ -145,10 +210,14 @@ def main() -> None:
             for i, p in enumerate(clips)
         ]
 
-        def reward(decode_processes: int) -> Reward:
+        def reward(decode_processes: int, workers: int = 1) -> Reward:
             models = f"audio_text=clap-hf@{clap}?batch_size={args.batch_size}&rows=packed"
-            built = Reward(models=models, device="cpu", env=env, in_flight=args.in_flight, cache_dir=root / "cache", decode_processes=decode_processes)
-            built.rows(items[: max(2, 4 * decode_processes)])  # loads the model, indexes the references, starts the processes
+            built = Reward(
+                models=models, device="cpu", env=env, in_flight=args.in_flight, cache_dir=root / "cache", decode_processes=decode_processes,
+                workers=workers, model_process=workers > 1,
+            )  # fmt: skip
+            # loads the model, indexes the references, starts the processes (each worker's too)
+            built.rows(items[: max(2, 4 * decode_processes, min(len(items), args.in_flight * (workers - 1) + 1))])
             return built
 
         counts = [int(text) for text in args.decode_processes.split(",") if text]
@@ -162,6 +231,13 @@ def main() -> None:
                         print(f"launch {launch_ms:g} ms, device {device_ms:g} ms a batch: backend alone {alone:.1f} clips/s", flush=True)
                         for count, scorer in rewards.items():
                             trial(f"{count} decoding processes" if count else "decoding in item threads", scorer, items, alone)
+                        for workers in (int(text) for text in args.served.split(",") if text):
+                            os.environ[DEVICE_VARIABLE] = f"{launch_ms},{device_ms}"  # the model process's device
+                            served = reward(args.served_decode_processes, workers)
+                            try:
+                                served_trial(f"{workers} workers, model process", served, items, alone)
+                            finally:
+                                served.close()
         finally:
             for scorer in rewards.values():
                 scorer.close()

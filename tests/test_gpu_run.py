@@ -61,6 +61,9 @@ def gpu_run(part: str, out: Path, **env: str) -> subprocess.CompletedProcess:
         ("workers", {
             "score_workers": ["--workers 2 --model-process", "once rows flow", "a_sound_cot (CLAP)"],
         }),
+        ("ceiling", {
+            "host_ceiling": ["launch 0 ms, device 1 ms a batch: backend alone", "decoding in item threads", "2 workers, model process", "CPU ms an item: this process"],
+        }),
     ],
 )  # fmt: skip
 def test_each_part_runs_every_benchmark_and_each_prints_its_rows(tmp_path: Path, part: str, rows: dict[str, list[str]]):
