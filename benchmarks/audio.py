@@ -137,7 +137,7 @@ def bench_sound_cot(clips: int, refs: int, seconds: float, batch_size: int, publ
         raise SystemExit("--clips must be >= 3 and --published-clips >= 1")
     from mmverify.api import score_items
     from mmverify.models import hub
-    from mmverify.models.clap import HFClap
+    from mmverify.models.clap_hf import HFClap
     from mmverify.references import sets
 
     with tempfile.TemporaryDirectory(prefix="audio-bench-") as tmp:

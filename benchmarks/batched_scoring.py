@@ -388,7 +388,7 @@ def main() -> None:
             for p in clips
         ]
         whisper_spec = f"transcriber=whisper-hf@{whisper}?{{options}}&max_new_tokens={args.max_new_tokens}"
-        from mmverify.models.clap import HFClap
+        from mmverify.models.clap_hf import HFClap
         from mmverify.models.whisper import HFWhisper
 
         options = {"device": args.device, "batch_size": args.batch_size, "precision": args.precision, "rows": args.rows}

@@ -45,7 +45,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from mmverify.models import transfer  # noqa: E402
-from mmverify.models.clap import ClapBackend, HFClap  # noqa: E402
+from mmverify.models.clap import ClapBackend  # noqa: E402
+from mmverify.models.clap_hf import HFClap  # noqa: E402
 from mmverify.models.clap_features import ClapMelFeatures  # noqa: E402
 from cuda_graphs import graphed_clap  # noqa: E402  (benchmarks/cuda_graphs.py)
 from throughput import Rate, in_batches, measure  # noqa: E402  (benchmarks/throughput.py)

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from mmverify.core.media import load_audio  # noqa: E402
-from mmverify.models.clap import HFClap  # noqa: E402
+from mmverify.models.clap_hf import HFClap  # noqa: E402
 from mmverify.references import ReferenceIndex  # noqa: E402
 
 FILE_SR = 44_100

@@ -13,7 +13,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from mmverify.models.clap import HFClap
+from mmverify.models.clap_hf import HFClap
 
 
 class GraphedAudioFeatures:

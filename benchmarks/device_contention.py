@@ -235,7 +235,7 @@ def graph_trials(probe: Probe, reward: Any, items: list[dict], clap: Path, clips
 
 
 def print_backend_alone(clap: Path, clips: list[Path], args: argparse.Namespace, label: str = "backend alone") -> None:
-    from mmverify.models.clap import HFClap
+    from mmverify.models.clap_hf import HFClap
 
     backend = HFClap(source=str(clap), device=args.device, batch_size=args.batch_size, rows="packed")
     rate = rate_of(backend, lambda model, audio: model.embed_audio(audio), clips, repeats=1)

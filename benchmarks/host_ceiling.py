@@ -54,7 +54,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from batched_scoring import CLASSES, esc50_references, rate_of, refuse_error_rows, write_clips  # noqa: E402
-from mmverify.models.clap import HFClap  # noqa: E402
+from mmverify.models.clap_hf import HFClap  # noqa: E402
 from mmverify.pipelines.reward import Reward  # noqa: E402
 from mmverify.testing.tiny_models import build_tiny_clap  # noqa: E402
 

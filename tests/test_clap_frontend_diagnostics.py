@@ -21,7 +21,7 @@ from tests.models.test_clap import build_tiny_clap  # noqa: E402
 def test_batch_steps_reports_every_launched_batch_and_leaves_the_backend_as_it_was(tmp_path: Path):
     from clap_frontend import batch_steps
 
-    from mmverify.models.clap import HFClap
+    from mmverify.models.clap_hf import HFClap
 
     clap = HFClap(source=str(build_tiny_clap(tmp_path / "clap")), device="cpu", batch_size=4, rows="packed")
     clap.ensure_loaded()

@@ -21,7 +21,7 @@ from mmverify.core import hashing
 from mmverify.models import base as base_module
 from mmverify.models.base import checkpoint_digest
 from mmverify.models.cache import OutputCache
-from mmverify.models.clap import HFClap
+from mmverify.models.clap_hf import HFClap
 from mmverify.models.judge import JudgeCache
 from mmverify.models.judge_local import TransformersVLMJudge
 from mmverify.testing.tiny_models import build_tiny_clap

@@ -11,7 +11,8 @@ import pytest
 from mmverify.models.base import ModelUnavailable, checkpoint_digest
 from mmverify.models.cache import OutputCache, array_digest
 from mmverify.models.catalog import BACKEND_REGISTRY
-from mmverify.models.clap import CROP_POLICY, HFClap, crop_offset, deterministic_crop
+from mmverify.models.clap import CROP_POLICY, crop_offset, deterministic_crop
+from mmverify.models.clap_hf import HFClap
 from mmverify.models.clap_laion import LaionClap
 from mmverify.models.hub import ModelHub
 from mmverify.models.protocols import AudioTextEmbedder

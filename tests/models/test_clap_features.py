@@ -266,7 +266,7 @@ def real_front_end_clap(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("padding", ["zero", "repeat"])
 def test_embeddings_do_not_depend_on_the_front_end(real_front_end_clap, clips, padding):
-    from mmverify.models.clap import HFClap
+    from mmverify.models.clap_hf import HFClap
 
     batch = [clip for clip in clips.values() if padding == "zero" or len(clip)]
     torch_rows = HFClap(source=str(real_front_end_clap), batch_size=6).embed_audio(batch, padding=padding)

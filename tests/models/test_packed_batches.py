@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mmverify.models.batching import BatchRound, forward
-from mmverify.models.clap import HFClap
+from mmverify.models.clap_hf import HFClap
 from mmverify.models.compute_locks import owner_lock
 from mmverify.models.rows import Staged, compute_now
 from mmverify.testing.tiny_models import build_tiny_clap

@@ -15,7 +15,7 @@ import pytest
 
 from mmverify.api import score_items
 from mmverify.core.decoding import DecodePool
-from mmverify.models.clap import HFClap
+from mmverify.models.clap_hf import HFClap
 from mmverify.models.whisper import HFWhisper
 from mmverify.references import sets
 from tests.conftest import espeak

@@ -20,7 +20,7 @@ import pytest
 
 from mmverify.core.decode_worker import SocketStream, read_message, write_message
 from mmverify.models.base import ModelUnavailable
-from mmverify.models.clap import HFClap
+from mmverify.models.clap_hf import HFClap
 from mmverify.models import served as served_module
 from mmverify.models.served import PROTOCOL, ModelClient, error_reply, pack, raised, received_value, value_message
 from mmverify.pipelines.context import ScoringContext

@@ -21,7 +21,8 @@ from mmverify.core.errors import GenerationFault
 from mmverify.core.media import resample
 from mmverify.core.types import Instance
 from mmverify.models.cache import array_digest
-from mmverify.models.clap import HFClap, crop_offset
+from mmverify.models.clap import crop_offset
+from mmverify.models.clap_hf import HFClap
 from mmverify.references.index import decode_reference
 from mmverify.references.layouts import openmic_release_pool, scan
 from mmverify.tasks.response import ResolvedPart, Response

@@ -190,7 +190,7 @@ def test_loaded_index_equals_built_one(esc50, tmp_path):
 
 def test_with_a_tiny_clap_checkpoint(esc50, tmp_path):
     """The real backend end to end: load from a local folder, index at 48 kHz, score a clip."""
-    from mmverify.models.clap import HFClap
+    from mmverify.models.clap_hf import HFClap
     from tests.models.test_clap import build_tiny_clap
 
     clap = HFClap(source=str(build_tiny_clap(tmp_path / "clap")))

@@ -24,7 +24,7 @@ class BackendInfo:
 _M = "mmverify.models"
 
 BACKENDS: tuple[BackendInfo, ...] = (
-    BackendInfo("clap-hf", "audio_text", "laion/clap-htsat-unfused", "CLAP via transformers ClapModel, 48 kHz, deterministic 10 s crop", f"{_M}.clap:HFClap", True),
+    BackendInfo("clap-hf", "audio_text", "laion/clap-htsat-unfused", "CLAP via transformers ClapModel, 48 kHz, deterministic 10 s crop", f"{_M}.clap_hf:HFClap", True),
     BackendInfo("laion-clap", "audio_text", None, "original laion_clap package and .pt checkpoints (extra [laion-clap])", f"{_M}.clap_laion:LaionClap"),
     BackendInfo("dreamsim", "image_similarity", "ensemble", "DreamSim 1 - distance, 224x224 bicubic", f"{_M}.dreamsim:DreamSimBackend", True),
     BackendInfo("whisper-hf", "transcriber", "openai/whisper-large-v3", "Whisper via transformers (HF-format checkpoints)", f"{_M}.whisper:HFWhisper", True),
