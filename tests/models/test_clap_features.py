@@ -14,17 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mmverify.models.clap_features import (
-    ClapMelFeatures,
-    ClapMelSettings,
-    deterministic_crop,
-    hz_to_mel,
-    last_sounding_sample,
-    mel_filterbank,
-    mel_to_hz,
-    sounding_frames,
-    waveform_batch,
-)
+from mmverify.models.clap_features import ClapMelFeatures, ClapMelSettings, deterministic_crop, waveform_batch
+from mmverify.models.mel import hz_to_mel, last_sounding_sample, mel_filterbank, mel_to_hz, sounding_frames
 from tests.models import audio_corpus
 from tests.models.test_clap import build_tiny_clap
 

@@ -11,7 +11,7 @@ and what is done here:
   float32.  That gives ``1 + 480000 // 160 = 3001`` frames; the last one is dropped, leaving 3000.
 - the mel filterbank: ``feature_size`` triangular filters (80, or 128 for large-v3) from 0 to
   8 kHz on the Slaney mel scale with Slaney area normalisation, over bins spaced evenly from 0 to
-  ``sampling_rate // 2`` (:func:`mmverify.models.clap_features.mel_filterbank`).
+  ``sampling_rate // 2`` (:func:`mmverify.models.mel.mel_filterbank`).
 - the log: ``log10(max(mel, 1e-10))``; then, per clip, everything is raised to at least the clip's
   maximum minus 8 (an 80 dB dynamic range) and scaled as ``(x + 4) / 4``.
 - output: float32 ``(batch, feature_size, 3000)``.
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .clap_features import centred, frame_spectrum, mel_filterbank, mel_power, sounding_frames
+from .mel import centred, frame_spectrum, mel_filterbank, mel_power, sounding_frames
 from .transfer import upload_joined
 
 if TYPE_CHECKING:
