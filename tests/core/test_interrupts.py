@@ -125,12 +125,18 @@ def test_a_timeout_landing_as_its_deadline_is_armed_or_disarmed_leaves_nothing_b
 
 
 def test_a_shielded_step_inside_a_deadline_that_never_comes_due_changes_nothing():
+    me = threading.get_ident()
     with deadline(60.0):
         with shielded():
             with shielded():  # steps nest
-                pass
-        done = True
-    assert done
+                assert interrupts._DEPTH[me] == 2
+            assert interrupts._DEPTH[me] == 1
+        assert me not in interrupts._DEPTH  # the steps ended: nothing shields the thread any more
+    _nothing_of_it_is_left()
+    with pytest.raises(ItemTimeout):  # so a later deadline still interrupts it
+        with deadline(0.05):
+            wait_until(lambda: False, timeout=60)
+    _nothing_of_it_is_left()
 
 
 def _send_timeout(thread_id: int) -> None:

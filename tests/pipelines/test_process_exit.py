@@ -19,10 +19,14 @@ from mmverify.pipelines.pool import _stop_all
 from mmverify.pipelines.process_executor import ProcessWorker
 from tests.waiting import HANG_GUARD_S
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 def _report_at_exit(barrier: threading.Barrier | None, path: str) -> None:
-    """In a spawned process: as it ends, wait for every other at ``barrier`` and write whether
-    they all met and whether the process's objects were frozen by then."""
+    """In a spawned process, once it runs (an initializer): as it ends, wait for every other at
+    ``barrier`` and write whether they all met and whether the process's objects were frozen by
+    then -- objects made while it ran included, so a freeze as it started does not count."""
+    made_while_running = [[] for _ in range(100)]
 
     def report() -> None:
         met = True
@@ -31,9 +35,14 @@ def _report_at_exit(barrier: threading.Barrier | None, path: str) -> None:
                 barrier.wait(HANG_GUARD_S)
             except threading.BrokenBarrierError:
                 met = False
-        Path(path).write_text(f"met={met} frozen={gc.get_freeze_count() > 0}")
+        Path(path).write_text(f"met={met} frozen={_frozen(made_while_running)}")
 
     atexit.register(report)
+
+
+def _frozen(value: object) -> bool:
+    """Whether ``value`` was frozen: the collector's own lists leave frozen objects out."""
+    return gc.get_freeze_count() > 0 and not any(seen is value for seen in gc.get_objects())
 
 
 def test_workers_asked_to_stop_end_together(tmp_path, monkeypatch):
@@ -129,13 +138,21 @@ def test_the_model_process_freezes_its_objects_once_its_parent_lets_go(tmp_path)
 
 
 def test_the_command_line_freezes_its_objects_after_its_own_exit_handlers():
+    """Handlers registered before the command runs after the freeze, those registered while it
+    runs (the command's own) before it; what the command made is frozen too."""
     probe = (
         "import atexit, gc, sys\n"
-        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"  # runs after the CLI's own
+        "from tests.pipelines.test_process_exit import _frozen\n"
+        "atexit.register(lambda: print('last', _frozen(made_by_the_command)))\n"  # registered before main's: after it
         "sys.argv = ['mmverify', '--version']\n"
         "from mmverify.cli import main\n"
-        "main()\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "made_by_the_command = [[] for _ in range(100)]\n"
+        "atexit.register(lambda: print('first', gc.get_freeze_count() > 0))\n"  # as the command's own: before it
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=HANG_GUARD_S)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=HANG_GUARD_S, cwd=REPO)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1] == "frozen True"
+    assert done.stdout.splitlines()[-2:] == ["first False", "last True"]
