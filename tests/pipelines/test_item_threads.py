@@ -24,6 +24,9 @@ EMBEDDER = object()
 SEEN: list[threading.Thread] = []
 
 
+TOGETHER: list[threading.Barrier] = []  # set: items scored in item threads meet there before scoring on
+
+
 class Embeds(Task):
     """Notes the thread that scores each item."""
 
@@ -31,6 +34,8 @@ class Embeds(Task):
 
     def score(self, instance: Instance, response: Response) -> Check:
         SEEN.append(threading.current_thread())
+        if TOGETHER and threading.current_thread().name == "mmverify-item":
+            TOGETHER[0].wait(WAIT_S)
         return Check(score=float(forward(EMBEDDER, "embed", [0.5], list, 1)[0]))
 
 
@@ -68,12 +73,15 @@ def _alone(item: WorkItem) -> dict[str, Any]:
     return warm_up(item)[0] if not is_warm(item) else score_item(item)
 
 
-def test_items_scored_together_share_at_most_in_flight_threads(registered):
+def test_items_scored_together_share_in_flight_threads(registered, monkeypatch):
+    """Three items at a time meet at a barrier (fewer at once would wait there in vain), on three
+    threads kept for the next items: a thread per item would be 12 distinct threads."""
+    monkeypatch.setattr(f"{__name__}.TOGETHER", [threading.Barrier(3)])
     rows = list(score_together([_item(i) for i in range(13)], _alone, in_flight=3))
     assert [row["status"] for row in rows] == ["scored"] * 13
     together = SEEN[1:]  # the first item is its task's first use, scored alone in this thread
     assert len(together) == 12 and all(thread.name == "mmverify-item" for thread in together)
-    assert len(set(together)) <= 3  # a thread per item would be 12 distinct threads
+    assert len(set(together)) == 3
 
 
 def test_a_job_goes_to_a_thread_that_is_free_and_waits_when_none_is():

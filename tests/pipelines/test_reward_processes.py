@@ -55,10 +55,33 @@ def test_workers_and_a_model_process_are_asked_for_with_sense():
         Reward("a_sound_cot", model_process=True)
 
 
-def test_a_reward_with_workers_travels_without_its_processes():
+def test_a_cold_reward_with_workers_travels():
     reward = Reward("i_format_border", workers=2)
     clone = pickle.loads(pickle.dumps(reward))
     assert clone.workers == 2 and clone._processes is not reward._processes and clone._processes._reward is clone
+
+
+@pytest.mark.slow
+def test_a_warm_reward_with_workers_travels_without_its_processes(clap_reward):
+    """A copy (a pickled reward, as a data loader's worker gets one) starts a pool of its own and
+    leaves the original's workers alone."""
+    make, items = clap_reward
+    expected = lines(make("one").rows(items))
+    reward = make("warm", workers=2)
+    clone = None
+    try:
+        assert lines(reward.rows(items)) == expected
+        first = kept_workers(reward)
+        clone = pickle.loads(pickle.dumps(reward))
+        assert clone._processes._executor is None and clone._processes._reward is clone
+        assert lines(clone.rows(items)) == expected
+        assert not set(kept_workers(clone)) & set(first)
+        assert kept_workers(reward) == first and all(process.is_alive() for process in first)
+        assert lines(reward.rows(items)) == expected and kept_workers(reward) == first
+    finally:
+        reward.close()
+        if clone is not None:
+            clone.close()
 
 
 @pytest.mark.slow
