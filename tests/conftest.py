@@ -179,6 +179,25 @@ def _environment_restored_after_each_test():
 def pytest_sessionstart(session: pytest.Session) -> None:
     _require_mmmg_data_in_ci()
     _refuse_a_resource_fork_file()
+    _imports_are_required_in_ci()
+
+
+def _imports_are_required_in_ci() -> None:
+    """With ``CI=true`` a package a test asks for with ``pytest.importorskip`` fails the test
+    instead of skipping it: CI installs every extra the tests import, so a broken install would
+    otherwise pass as skipped tests."""
+    if not running_in_ci() or getattr(pytest.importorskip, "required_in_ci", False):
+        return
+    skip_if_missing = pytest.importorskip
+
+    def required(modname: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return skip_if_missing(modname, *args, **kwargs)
+        except pytest.skip.Exception as skipped:
+            pytest.fail(f"{skipped.msg} (CI=true: the set-up installs it)", pytrace=False)
+
+    required.required_in_ci = True  # type: ignore[attr-defined]
+    pytest.importorskip = required  # type: ignore[assignment]
 
 
 def _refuse_a_resource_fork_file() -> None:
