@@ -24,10 +24,10 @@ import numpy as np
 from .base import PRECISIONS, ModelUnavailable, check_precision, precision_dtype
 from .cache import OutputCache
 from .clap import ClapBackend, check_padding, zero_pad
+from .mel import FEATURE_FRONT_ENDS, check_features
 from .rows import Compute, Staged
 from .transfer import HostCopy
 
-FEATURE_FRONT_ENDS = ("torch", "numpy")  # HFClap's log-mel: torch on the model's device, or the extractor's numpy
 TORCH_FRONT_END = "torch-mel/1"  # part of the fingerprint of embeddings computed through it
 
 _BLAS_CONTROLLER: Any = None
@@ -78,11 +78,9 @@ class HFClap(ClapBackend):
         precision: str = "fp32",
         rows: str = "auto",
     ) -> None:
-        if features not in FEATURE_FRONT_ENDS:
-            raise ValueError(f"features must be one of {', '.join(FEATURE_FRONT_ENDS)}, got {features!r}")
         check_precision(precision)
         super().__init__(source=source, device=device, batch_size=batch_size, cache=cache, rows=rows)
-        self.features = features
+        self.features = check_features(features)
         self.precision = precision
         self._model: Any = None
         self._extractor: Any = None

@@ -13,10 +13,18 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
+FEATURE_FRONT_ENDS = ("torch", "numpy")  # a backend's log-mel: torch on the model's device, or its extractor's numpy
 MEL_FLOOR = 1e-10  # CLAP's extractor's mel floor and dB clip: -100 dB
 _SLANEY_BREAK_HZ = 1000.0
 _SLANEY_BREAK_MEL = 15.0
 _SLANEY_LOG_STEP = float(np.log(6.4) / 27.0)
+
+
+def check_features(features: str) -> str:
+    """``features`` if it names a front end (:data:`FEATURE_FRONT_ENDS`), else ValueError."""
+    if features not in FEATURE_FRONT_ENDS:
+        raise ValueError(f"features must be one of {', '.join(FEATURE_FRONT_ENDS)}, got {features!r}")
+    return features
 
 
 # -- mel filterbank --------------------------------------------------------------------------------

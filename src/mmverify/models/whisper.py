@@ -34,6 +34,7 @@ import numpy as np
 
 from .base import PRECISION_DTYPES, PRECISIONS, Backend, ModelUnavailable, check_precision, precision_dtype, validate_waveform
 from .cache import OutputCache, array_digest
+from .mel import FEATURE_FRONT_ENDS, check_features
 
 SAMPLE_RATE = 16_000
 WINDOW_SECONDS = 30.0
@@ -42,7 +43,6 @@ _FRAME = 320  # 20 ms at 16 kHz
 # Part of every cache key: bump when chunking or decoding semantics change.
 DECODE_POLICY = "greedy-t0/quiet-cut-30s/1"
 DETECT = "detect"  # language argument: let Whisper detect the language even where a default is forced
-FEATURE_FRONT_ENDS = ("torch", "numpy")  # HFWhisper's log-mel: torch on the model's device, or the extractor
 TORCH_FRONT_END = "torch-log-mel/1"  # part of the fingerprint of transcripts decoded from it
 
 
@@ -235,8 +235,7 @@ class HFWhisper(WhisperBase):
         precision: str = "fp32",
         rows: str = "auto",
     ) -> None:
-        if features not in FEATURE_FRONT_ENDS:
-            raise ValueError(f"features must be one of {', '.join(FEATURE_FRONT_ENDS)}, got {features!r}")
+        check_features(features)
         super().__init__(
             source=source, device=device, batch_size=batch_size, cache=cache, max_new_tokens=max_new_tokens, rows=rows
         )
