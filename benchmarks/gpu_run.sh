@@ -73,7 +73,7 @@ run() {
 device_tests() {
   local code
   echo "=== device_tests"
-  PYTHONPATH="src:.${PYTHONPATH:+:$PYTHONPATH}" timeout 120 "$python" -m pytest -q -p no:cacheprovider -m "slow or not slow" -o addopts="" \
+  PYTHONPATH="src:.${PYTHONPATH:+:$PYTHONPATH}" timeout "${DEVICE_TESTS_CAP:-120}" "$python" -m pytest -q -p no:cacheprovider -m "slow or not slow" -o addopts="" \
     tests/models/test_transfer.py tests/models/test_clap_features.py tests/models/test_round_launches.py -k "not librosa" \
     > "$out/device_tests.log" 2>&1  # librosa is not on the GPU machine
   code=$?

@@ -176,6 +176,18 @@ def _environment_restored_after_each_test():
         hub.drop_hubs()
 
 
+SLOW_TEST_TIMEOUT_S = 1800  # a slow test starts processes that import torch: minutes on a loaded 2-core machine
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A ``slow`` test gets a hang guard of its own (pyproject's 300 s is for the rest): such tests
+    spawn workers, model processes and Ray clusters, which a busy 2-core machine may take minutes
+    to start, and a guard is there to catch hangs, not slowness."""
+    for item in items:
+        if item.get_closest_marker("slow") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     _require_mmmg_data_in_ci()
     _refuse_a_resource_fork_file()

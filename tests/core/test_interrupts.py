@@ -10,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Callable
 
 import pytest
 from PIL import Image
@@ -19,7 +20,7 @@ from mmverify.core import interrupts
 from mmverify.core.interrupts import shielded
 from mmverify.pipelines.deadlines import _WATCHDOG, deadline
 from mmverify.pipelines.execute import ItemTimeout
-from tests.waiting import wait_until
+from tests.waiting import HANG_GUARD_S, wait_until
 
 
 
@@ -36,14 +37,28 @@ def _armed_here(thread_id: int) -> bool:
     return any(thread == thread_id for _, thread in _WATCHDOG._armed.values())
 
 
+def _comes_due_inside_the_step(item: Callable[[threading.Event], None]) -> int:
+    """Run ``item`` in a thread of its own and, once it is inside its shielded step (it sets the
+    event), deliver its timeout as the deadline watchdog does; the thread's id."""
+    entered = threading.Event()
+    thread = threading.Thread(target=item, args=(entered,))
+    thread.start()
+    assert entered.wait(HANG_GUARD_S)
+    _send_timeout(thread.ident)  # type: ignore[arg-type]
+    thread.join(HANG_GUARD_S)
+    assert not thread.is_alive()
+    return thread.ident  # type: ignore[return-value]
+
+
 def test_a_deadline_due_inside_a_shielded_step_is_raised_when_the_step_ends():
     steps: list[str] = []
 
-    def item() -> None:
+    def item(entered: threading.Event) -> None:
         try:
-            with deadline(2.0):  # long enough to enter the step first on a loaded machine
+            with deadline(HANG_GUARD_S):
                 with shielded():
-                    wait_until(lambda: threading.get_ident() in interrupts._HELD, message="the deadline never came due")
+                    entered.set()
+                    wait_until(lambda: threading.get_ident() in interrupts._HELD, message="the timeout never came")
                     for _ in range(10_000):  # bytecodes enough for a delivered exception to land
                         pass
                     steps.append("step done")
@@ -51,9 +66,7 @@ def test_a_deadline_due_inside_a_shielded_step_is_raised_when_the_step_ends():
         except ItemTimeout:
             steps.append("timed out")
 
-    thread = threading.Thread(target=item)
-    thread.start()
-    thread.join(60)
+    _comes_due_inside_the_step(item)
     assert steps == ["step done", "timed out"]
 
 
@@ -64,23 +77,20 @@ class HostAlarm(BaseException):
 @pytest.mark.parametrize("failure, expected", [(ValueError, ItemTimeout), (HostAlarm, HostAlarm)])
 def test_a_deadline_due_inside_a_step_that_then_fails_ends_as_a_timeout_unless_a_host_interrupted(failure, expected):
     outcome: list[BaseException] = []
-    ident: list[int] = []
 
-    def item() -> None:
-        ident.append(threading.get_ident())
+    def item(entered: threading.Event) -> None:
         try:
-            with deadline(2.0):
+            with deadline(HANG_GUARD_S):
                 with shielded():
-                    wait_until(lambda: threading.get_ident() in interrupts._HELD, message="the deadline never came due")
+                    entered.set()
+                    wait_until(lambda: threading.get_ident() in interrupts._HELD, message="the timeout never came")
                     raise failure("the step ended after its item's time was up")
         except BaseException as exc:  # noqa: BLE001
             outcome.append(exc)
 
-    thread = threading.Thread(target=item)
-    thread.start()
-    thread.join(60)
+    ident = _comes_due_inside_the_step(item)
     assert [type(exc) for exc in outcome] == [expected]
-    assert ident[0] not in interrupts._SENT and ident[0] not in interrupts._HELD and not _armed_here(ident[0])
+    assert ident not in interrupts._SENT and ident not in interrupts._HELD and not _armed_here(ident)
 
 
 def test_a_deadline_leaves_nothing_of_its_thread_armed():

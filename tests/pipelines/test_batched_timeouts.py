@@ -21,7 +21,7 @@ from mmverify.tasks.base import Task
 from mmverify.tasks.catalog import TASK_REGISTRY
 from mmverify.tasks.response import Response
 
-LIMIT_S = 3.0  # the item limit: a runaway forward meets it; everything else is far inside it
+LIMIT_S = 8.0  # the item limit: a runaway forward meets it; everything else (the device thread starting it included) is far inside it, even on a busy machine
 RELEASE = threading.Event()  # ends the runaway forward (a Python-level loop, like a decode to max tokens)
 DECODER, EMBEDDER = object(), object()  # two backends: their requests never share a batch
 

@@ -58,7 +58,8 @@ def test_workers_asked_to_stop_end_together(tmp_path, monkeypatch):
     assert [path.read_text() for path in paths] == ["met=True frozen=True"] * 2
 
 
-def test_a_stopped_worker_freezes_its_objects_before_its_exit_handlers_run(tmp_path):
+def test_a_stopped_worker_freezes_its_objects_before_its_exit_handlers_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(process_executor, "STOP_WAIT_S", 3 * HANG_GUARD_S)  # its start-up too, on a busy machine
     path = tmp_path / "worker"
     worker = ProcessWorker(multiprocessing.get_context("spawn"), None, _report_at_exit, (None, str(path)))
     worker.stop()
@@ -82,10 +83,11 @@ def _write_to_a_cache(folder: str) -> None:
 _KEPT: list = []
 
 
-def test_a_worker_ends_with_its_caches_closed(tmp_path):
+def test_a_worker_ends_with_its_caches_closed(tmp_path, monkeypatch):
     """Frozen objects are never collected, so the caches close their connections themselves as the
     process ends: the write-ahead log is folded into the file (a reader that can only open the file
     itself, in a folder it cannot write, sees every value) and its side files are gone."""
+    monkeypatch.setattr(process_executor, "STOP_WAIT_S", 3 * HANG_GUARD_S)  # its start-up too, on a busy machine
     worker = ProcessWorker(multiprocessing.get_context("spawn"), None, _write_to_a_cache, (str(tmp_path),))
     worker.stop()
     assert worker.process.exitcode == 0

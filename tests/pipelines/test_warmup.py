@@ -221,7 +221,8 @@ def test_ray_actors_warm_up_apart_from_the_item_clock(control):
     from mmverify.pipelines.ray_executor import RayExecutor
 
     releaser = release_later(control, "building", 2)
-    executor = RayExecutor(workers=2, timeout=ITEM_LIMIT, warmup_timeout=None, initializer=install, initargs=(str(control),))
+    # each item's clock runs from its submission, through Ray's scheduling and object store: a larger limit
+    executor = RayExecutor(workers=2, timeout=5 * ITEM_LIMIT, warmup_timeout=None, initializer=install, initargs=(str(control),))
     rows = list(executor.run(items("test_slow_build", 8, hang=4)))
     releaser.join()
     assert outcomes(iter(rows)) == ["scored"] * 4 + ["timeout"] + ["scored"] * 3
