@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from mmverify.core.decode_worker import SocketStream, arrays_in, description, payload_bytes, read_message, write_message
+from mmverify.core.decode_worker import KeptBuffers, SocketStream, arrays_in, description, payload_bytes, read_message, write_message
 
 
 class _Piecemeal:
@@ -128,3 +128,73 @@ def test_a_closed_peer_ends_the_read():
         left.close()
         with pytest.raises(EOFError):
             read_message(stream)
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+def _holding(array: np.ndarray, how: int) -> object:
+    """Something alive made on all of ``array``'s bytes, as a backend may keep it."""
+    import torch
+
+    return [array, array[::1], array.reshape(1, -1), memoryview(array), torch.from_numpy(array)][how]
+
+
+def _bytes_of(holder: object) -> bytes:
+    return holder.numpy().tobytes() if hasattr(holder, "numpy") else bytes(holder) if isinstance(holder, memoryview) else holder.tobytes()  # type: ignore[attr-defined]
+
+
+def test_kept_buffers_never_overwrite_what_a_received_array_still_holds():
+    """Seeded runs of messages read into kept buffers while the arrays of some earlier messages
+    (or views, memoryviews, tensors made on them) stay alive: each keeps its bytes, and buffers
+    are read into again once nothing holds them."""
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        buffers = KeptBuffers(keep=2, min_size=64)
+        both_ends = SocketStream(_Piecemeal(seed))  # type: ignore[arg-type]
+        held: list[tuple[object, bytes]] = []
+        taken_again = 0
+        for _ in range(30):
+            sent = np.asarray(rng.standard_normal(int(rng.integers(16, 200))), dtype=np.float32)
+            write_message(both_ends, {"arrays": [description(sent)]}, payload_bytes(sent))
+            header, payload = read_message(both_ends, payload=buffers.take)
+            taken_again += payload.base is not None  # a view of a kept buffer, where a new one is its own
+            (received,) = arrays_in(header["arrays"], payload)
+            del payload
+            assert received.tobytes() == sent.tobytes()
+            if rng.integers(0, 3) == 0:
+                held.append((_holding(received, int(rng.integers(0, 5))), sent.tobytes()))
+            del received
+            if held and rng.integers(0, 2) == 0:
+                held.pop(int(rng.integers(0, len(held))))
+            assert [_bytes_of(holder) for holder, _ in held] == [original for _, original in held]
+        assert taken_again >= 10
+
+
+def test_a_kept_buffer_is_taken_again_only_once_nothing_holds_it():
+    buffers = KeptBuffers(keep=2, min_size=64)
+    first = buffers.take(100)
+    second = buffers.take(100)
+    assert _address(first) != _address(second)
+    third = buffers.take(100)  # both kept ones are held: a new buffer, not kept
+    assert len({_address(first), _address(second), _address(third)}) == 3
+    kept_first = _address(first)
+    del first
+    again = buffers.take(80)  # the first is free again and large enough
+    assert _address(again) == kept_first
+    del again, second, third
+    assert len({_address(buffers.take(100)) for _ in range(5)}) == 1
+
+
+def test_small_payloads_and_larger_messages_get_new_buffers():
+    buffers = KeptBuffers(keep=1, min_size=64)
+    small = [buffers.take(10) for _ in range(3)]
+    assert all(array.size == 10 for array in small)
+    big = _address(buffers.take(100))
+    assert _address(buffers.take(100)) == big  # kept, and free
+    larger = buffers.take(500)  # too large for the kept one: a new buffer, kept in its place
+    assert larger.size == 500 and _address(larger) != big
+    address = _address(larger)
+    del larger
+    assert _address(buffers.take(200)) == address

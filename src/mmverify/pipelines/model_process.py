@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
-from ..core.decode_worker import ProtocolError, SocketStream, read_message, write_message
+from ..core.decode_worker import KeptBuffers, ProtocolError, SocketStream, read_message, write_message
 from ..core.exits import freeze_for_exit
 from ..models.base import ModelUnavailable
 from ..models.compute_locks import computing
@@ -162,12 +162,14 @@ def serve_connection(connection: socket.socket, token: str, backends: _Backends)
         # profiles (benchmarks/gil_summary.py)
         threading.Thread(target=_answer, args=(replies, connection), name="mmverify-model-answer", daemon=True).start()
         answering = True
+        buffers = KeptBuffers()
         while True:
-            header, payload = read_message(stream)
+            header, payload = read_message(stream, payload=buffers.take)
             try:
                 replies.put(_launch(backends, header, payload))
             except Exception as exc:  # noqa: BLE001
                 replies.put(_Launched(header["id"], error=exc))
+            del payload  # its buffer can take the next batch once the launch has let go of it
     except (EOFError, OSError, ProtocolError):
         pass
     finally:
