@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from PIL import Image
 from typer.testing import CliRunner
 
 from mmverify import __version__
@@ -178,6 +179,27 @@ def test_doctor_lists_every_task_with_its_fix(monkeypatch):
     # score's options configure what doctor checks
     judged = runner.invoke(app, ["doctor", "--missing", "--vlm-base-url", "http://127.0.0.1:9/v1", "--vlm-model", "m"])
     assert judged.exit_code == 0 and "i_object_include" not in judged.output, judged.output
+
+
+def test_doctor_and_dry_run_check_the_judge_of_each_role_and_distinct_readers(monkeypatch, tmp_path: Path):
+    """i_ocr_multi_lingual compares two judges' readings: with one judge for both roles, scoring
+    refuses it (model_unavailable), so doctor and --dry-run must not call it ready."""
+    for name in ("MMVERIFY_VLM_BASE_URL", "MMVERIFY_VLM_MODEL", "MMVERIFY_VLM_OCR_SECOND_MODEL", "MMVERIFY_VLM_OCR_SECOND_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    judge = ["--vlm-base-url", "http://127.0.0.1:9/v1", "--vlm-model", "m", "--vlm-concurrency", "4"]
+    one = runner.invoke(app, ["doctor", "--missing", *judge])
+    assert one.exit_code == 0 and "i_ocr_multi_lingual" in one.output and "ocr_second" in _flat(one.output), one.output
+    two = runner.invoke(app, ["doctor", "--missing", *judge, "--vlm-role", "ocr_second=other@http://127.0.0.1:9/v1"])
+    assert two.exit_code == 0 and "i_ocr_multi_lingual" not in two.output, two.output
+    # a role's own judge is checked as configured, not only the default one
+    bad = runner.invoke(app, ["doctor", "--missing", *judge, "--vlm-role", f"ocr=transformers:{tmp_path / 'absent'}"])
+    assert bad.exit_code == 0 and "i_ocr_two" in bad.output and "i_edit_text_add" in bad.output, bad.output
+
+    Image.new("RGB", (8, 8)).save(tmp_path / "x.png")
+    item = {"task": "i_ocr_multi_lingual", "instance": {"text": "你好"}, "parts": [{"type": "image", "path": "x.png"}]}
+    manifest = write_manifest(tmp_path / "m.jsonl", [item])
+    dry = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "out"), "--dry-run", *judge])
+    assert "ocr_second" in _flat(dry.output), dry.output
 
 
 def test_a_judge_is_ready_only_when_usable_as_configured(monkeypatch, tmp_path: Path):

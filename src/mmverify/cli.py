@@ -49,13 +49,14 @@ def doctor_command(
     vlm_base_url: Optional[str] = options.VLM_BASE_URL,
     vlm_model: Optional[str] = options.VLM_MODEL,
     vlm_role: list[str] = options.VLM_ROLE,
+    vlm_concurrency: Optional[int] = options.VLM_CONCURRENCY,
     vlm_api_key_env: Optional[str] = options.VLM_API_KEY_ENV,
 ) -> None:
     """Which tasks can run here (models, judges, reference sets), with the fix for each that cannot;
     the options are score's, so a configuration can be checked before scoring with it."""
     from .pipelines.readiness import readiness
 
-    options.apply_context(model, references, device, precision, offline, vlm_base_url, vlm_model, vlm_role, None, vlm_api_key_env)
+    options.apply_context(model, references, device, precision, offline, vlm_base_url, vlm_model, vlm_role, vlm_concurrency, vlm_api_key_env)
 
     everything = readiness()
     shown = [e for e in everything if not (only_missing and e.ready)]

@@ -105,13 +105,40 @@ def reference_requirement(name: str) -> Requirement:
     return Requirement(f"reference set {name}", True, str(root))
 
 
+def distinct_judges_requirement(roles: tuple[str, ...], fix: str) -> Requirement | None:
+    """Whether the judges of ``roles`` are different models, as a task that compares their readings
+    needs; None while one of them is not configured (its own requirement says so)."""
+    from ..models.judge_config import config_from_env
+
+    configs = [config_from_env(role) for role in roles]
+    if any(config is None for config in configs):
+        return None
+    models = [config.model for config in configs if config is not None]
+    what = f"distinct judges ({', '.join(roles)})"
+    if len(set(models)) < len(models):
+        return Requirement(what, False, fix.format(model=models[0]))
+    return Requirement(what, True, ", ".join(models))
+
+
 def task_readiness(task_id: str) -> TaskReadiness:
+    """What ``task_id`` needs here: its models, the judge of each role it asks (a role without a
+    judge of its own falls back to the default one, as scoring does), whether judges it compares
+    are distinct, and its reference set."""
     info = CATALOG[task_id]
     readiness = TaskReadiness(task_id)
+    task = TASK_REGISTRY.get(task_id) if info.implemented else None
     for need in info.needs:
         role = judge_role(need)
-        readiness.requirements.append(capability_requirement(need) if role is None else judge_requirement(role))
-    reference_set = getattr(TASK_REGISTRY.get(task_id), "reference_set", None) if info.implemented else None
+        if role is None:
+            readiness.requirements.append(capability_requirement(need))
+        else:
+            readiness.requirements.extend(judge_requirement(each) for each in getattr(task, "roles", None) or (role,))
+    distinct = getattr(task, "distinct_roles", ())
+    if distinct:
+        requirement = distinct_judges_requirement(distinct, task.distinct_roles_fix)  # type: ignore[union-attr]
+        if requirement is not None:
+            readiness.requirements.append(requirement)
+    reference_set = getattr(task, "reference_set", None)
     if reference_set:
         readiness.requirements.append(reference_requirement(reference_set))
     return readiness

@@ -194,6 +194,8 @@ class OcrMultiLingual(_OcrTask):
     id = "i_ocr_multi_lingual"
     version = 2
     roles = ("ocr", "ocr_second")
+    distinct_roles = roles  # Chinese rows keep what both read (``mmverify doctor`` checks it too)
+    distinct_roles_fix = SECOND_READER_HELP
 
     def read(self, instance: Instance) -> tuple[str, str, str | None]:
         reference = _reference(instance)
