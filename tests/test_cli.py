@@ -138,6 +138,22 @@ def test_models_list_check_and_fetch_errors(tmp_path: Path):
     assert wrong.exit_code == 2 and "resemblyzer" in wrong.output
 
 
+def test_a_failed_download_says_what_stopped_it(monkeypatch):
+    """`models fetch` is the command that downloads: its failure gives the hub client's reason, not
+    the "not cached, run `models fetch`" advice that sent the user there."""
+    import huggingface_hub
+
+    def unreachable(repo_id: str, local_files_only: bool = False, **_: object) -> str:
+        assert not local_files_only
+        raise OSError("Cannot reach https://huggingface.co: connection refused")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", unreachable)
+    result = runner.invoke(app, ["models", "fetch", "clap-hf"], env={"COLUMNS": "400"})
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "could not download" in text and "connection refused" in text, result.output
+    assert "models fetch" not in text and "not in the local Hugging Face cache" not in text, result.output
+
+
 def test_score_summarises_errors_whose_strings_hold_unicode_line_breaks(tmp_path: Path):
     """Rows hold U+2028, U+2029 and U+0085 unescaped; only "\\n" ends a row."""
     lines = [

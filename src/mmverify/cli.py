@@ -280,6 +280,7 @@ def models_check(names: Optional[list[str]] = typer.Argument(None, help="Only th
 @models_app.command("fetch")
 def models_fetch(names: list[str] = typer.Argument(..., help="Backends whose weights to download.")) -> None:
     """Download weights into the local caches (the only command that uses the network)."""
+    from .models.base import DownloadError
     from .models.catalog import BACKEND_INFO, BACKEND_REGISTRY
 
     for name in names:
@@ -289,6 +290,8 @@ def models_fetch(names: list[str] = typer.Argument(..., help="Backends whose wei
             _fail(str(UnknownIdError("model backend", name, list(BACKEND_INFO))))
         try:
             path = BACKEND_REGISTRY.get(name)(source=None).fetch()
+        except DownloadError as exc:
+            _fail(f"{name}: {exc}")
         except Exception as exc:
             _fail(f"{name}: could not fetch ({type(exc).__name__}: {exc})")
         console.print(f"{name}: ready at {path}")

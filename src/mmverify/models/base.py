@@ -189,13 +189,20 @@ def whole_file_sha256(file: str | Path) -> str:
     return value  # a file that keeps changing: its latest digest, never memoised
 
 
+class DownloadError(OSError):
+    """A checkpoint could not be downloaded (``mmverify models fetch``): the hub client's own words."""
+
+
 def hub_snapshot(repo_id: str, allow_download: bool = False) -> Path:
     """Local folder of a hub repository; downloads only when ``allow_download``."""
     from huggingface_hub import snapshot_download
 
     try:
         return Path(snapshot_download(repo_id, local_files_only=not allow_download))
-    except Exception as exc:  # the hub client raises several types for "not cached"
+    except Exception as exc:  # the hub client raises several types for "not cached" and "not reachable"
+        if allow_download:  # what stopped the download is the news, not that nothing is cached
+            words = " ".join(str(exc).split()) or "no reason given"
+            raise DownloadError(f"could not download {repo_id} ({type(exc).__name__}: {words})") from None
         raise FileNotFoundError(f"{repo_id} is not in the local Hugging Face cache ({type(exc).__name__})") from None
 
 
