@@ -11,7 +11,7 @@ Layout (everything under OUT, default examples/calibration/data)::
     pairs.jsonl             task, instance_id, chosen_sample, rejected_sample -- no model either
 
 The scores are drawn at random (they are written into the results directly, not computed from the
-images).  Each annotator says "good" (1) when the score is above the task's planted cut (0.6 for
+images: scoring manifest.jsonl gives other scores).  Each annotator says "good" (1) when the score is above the task's planted cut (0.6 for
 i_format_border, 0.45 for i_format_background) but errs 10% of the time, so the fitted thresholds
 land near the cuts, agreement near 0.9, and some generations disagree with the verifier.  The
 preferred sample of a pair is the higher-scored one 85% of the time.
@@ -35,6 +35,7 @@ from PIL import Image
 from mmverify.core.types import Check
 from mmverify.pipelines.results import dumps_row, make_row
 from mmverify.pipelines.summary import summarize, write_summary
+from mmverify.tasks.catalog import CATALOG
 
 TASKS = {"i_format_border": 0.6, "i_format_background": 0.45}
 INSTANCES = {"i_format_border": {"color": "green"}, "i_format_background": {"color": "green", "region": "left half"}}
@@ -78,7 +79,7 @@ def _generations(out: Path, rng: np.random.Generator) -> tuple[list[dict], list[
                                  "instance": INSTANCES[task], "parts": [{"type": "image", "path": path}]})  # fmt: skip
                 rows.append(make_row(
                     task=task, instance_id=instance_id, sample=sample, model=MODEL, key=f"{task}-{i}-{sample}",
-                    line=len(rows) + 1, verifier=f"{task}@1:mmmg", check=Check(score=float(score)),
+                    line=len(rows) + 1, verifier=f"{task}@{CATALOG[task].version}:mmmg", check=Check(score=float(score)),
                 ))  # fmt: skip
                 labels += _annotate(task, instance_id, sample, float(score), rng)
             better = int(np.argmax(scores)) if rng.random() > 0.15 else int(np.argmin(scores))
