@@ -169,13 +169,20 @@ def test_non_object_line_is_refused_with_its_line_number(tmp_path: Path):
         read_jsonl_objects(tmp_path / "t.jsonl")
 
 
-def test_blank_lines_are_skipped_but_counted_for_error_positions(tmp_path: Path):
-    """Blank lines carry no row, but a later error still reports its physical line number."""
+def test_a_blank_line_between_rows_is_refused_and_trailing_ones_are_ignored(tmp_path: Path):
+    """Rows are named by their line: skipping a blank line inside the file would score every later
+    instance id against its neighbour's annotation."""
     (tmp_path / "t.jsonl").write_text('{"a": 1}\n\n   \n{"a": 2}\n', encoding="utf-8")
-    assert read_jsonl_objects(tmp_path / "t.jsonl") == [{"a": 1}, {"a": 2}]
-    (tmp_path / "u.jsonl").write_text('{"a": 1}\n\n{oops\n', encoding="utf-8")
-    with pytest.raises(InstructionSetError, match=r"u\.jsonl:3\b"):
-        read_jsonl_objects(tmp_path / "u.jsonl")
+    with pytest.raises(InstructionSetError, match=r"t\.jsonl:2: a blank line before the last row"):
+        read_jsonl_objects(tmp_path / "t.jsonl")
+    with pytest.raises(ScoringError) as info:
+        InstructionSet(tmp_path).instance("t/1")
+    assert info.value.code == ErrorCode.INVALID_INSTANCE and "t.jsonl:2" in info.value.message
+    (tmp_path / "u.jsonl").write_text('{"a": 1}\n{"a": 2}\n\n  \n', encoding="utf-8")
+    assert read_jsonl_objects(tmp_path / "u.jsonl") == [{"a": 1}, {"a": 2}]
+    (tmp_path / "v.jsonl").write_text('{"a": 1}\n{oops\n', encoding="utf-8")
+    with pytest.raises(InstructionSetError, match=r"v\.jsonl:2\b"):
+        read_jsonl_objects(tmp_path / "v.jsonl")
 
 
 def test_invalid_utf8_is_an_instruction_set_error(tmp_path: Path):

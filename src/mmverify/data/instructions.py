@@ -29,8 +29,12 @@ def _shortened(text: str, limit: int = 80) -> str:
 
 
 def read_jsonl_objects(path: Path) -> list[dict[str, Any]]:
-    """Read a JSON Lines file of objects; blank lines are skipped but still count as lines."""
+    """Read a JSON Lines file of objects, one per line.  Rows are named by their line (an
+    instance id is ``<file>/<0-based line>``; outputs are matched to instructions by position), so
+    a blank line before the last object is refused rather than skipped: skipping it would give
+    every later row its neighbour's name.  Blank lines at the end are ignored."""
     rows: list[dict[str, Any]] = []
+    first_blank: int | None = None
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
@@ -38,7 +42,12 @@ def read_jsonl_objects(path: Path) -> list[dict[str, Any]]:
             except UnicodeDecodeError:
                 raise InstructionSetError(f"{path}:{number}: not valid UTF-8") from None
             if not line.strip():
+                first_blank = number if first_blank is None else first_blank
                 continue
+            if first_blank is not None:
+                raise InstructionSetError(
+                    f"{path}:{first_blank}: a blank line before the last row (rows are numbered by their line: remove it)"
+                )
             try:
                 row = loads(line)  # over-long integers become markers; InstructionSet refuses their rows
             except (json.JSONDecodeError, RecursionError) as exc:
