@@ -288,3 +288,42 @@ def test_a_deadline_landing_just_after_a_backend_lock_is_taken_leaves_it_free():
     with pytest.raises(ItemTimeout), computing_under(TakenThenLate()):
         pass
     assert not real._is_owned()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("limit", [float("inf"), float("nan"), 1e10, -1.0, 0.0, True, "60"])
+def test_a_time_limit_the_deadlines_cannot_hold_is_refused_where_it_is_configured(limit, tmp_path):
+    """Before, ``--timeout inf`` (or 1e10) reached ``setitimer`` and the watchdog's waits, which
+    overflow: a traceback in one process, ``worker_crashed`` rows with workers."""
+    from mmverify.pipelines.reward import Reward
+    from mmverify.pipelines.score import ScoreConfig
+    from mmverify.pipelines.server_limits import ServerConfig
+
+    for make in (
+        lambda: Reward("i_format_border", timeout=limit),
+        lambda: Reward("i_format_border", warmup_timeout=limit),
+        lambda: ScoreConfig(manifest=tmp_path / "m.jsonl", out=tmp_path / "out", timeout=limit),
+        lambda: ScoreConfig(manifest=tmp_path / "m.jsonl", out=tmp_path / "out", warmup_timeout=limit),
+        lambda: ServerConfig(item_timeout=limit),
+    ):
+        with pytest.raises(ValueError, match="seconds above 0 and at most 1,000,000"):
+            make()
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")  # the watchdog must not die
+def test_the_longest_time_limit_allowed_is_one_the_deadlines_hold():
+    """MAX_TIME_LIMIT_S arms the main thread's alarm and the watchdog without overflowing, and an
+    item scores under it on either."""
+    import numpy as np
+
+    from mmverify.pipelines.execute import MAX_TIME_LIMIT_S
+    from mmverify.pipelines.reward import Reward
+
+    image = np.zeros((64, 64, 3), np.uint8)
+    image[:6] = image[-6:] = image[:, :6] = image[:, -6:] = (0, 128, 0)
+    reward = Reward("i_format_border", timeout=MAX_TIME_LIMIT_S, warmup_timeout=MAX_TIME_LIMIT_S)
+    scores: list = []
+    scores += reward([({"color": "green"}, [image])]).scores  # the main thread: its alarm
+    worker = threading.Thread(target=lambda: scores.extend(reward([({"color": "green"}, [image])]).scores))
+    worker.start()  # another thread: the watchdog
+    worker.join(HANG_GUARD_S)
+    assert scores == [1.0, 1.0]

@@ -42,6 +42,19 @@ from .results import error_row as build_error_row, make_row
 Planned = Union[WorkItem, dict]
 _TASKS: dict[tuple[str, str], Any] = {}  # (task id, profile) -> built task
 DEFAULT_WARMUP_TIMEOUT = 600.0  # seconds for worker start-up, task import/build and first use
+MAX_TIME_LIMIT_S = 1e6  # about 11.6 days: longer limits overflow the system's timers (setitimer, timed waits)
+
+
+def check_time_limit(seconds: float | None, name: str) -> None:
+    """Refuse a time limit the deadlines cannot hold: None is no limit; anything else must be a
+    number of seconds above 0 and at most :data:`MAX_TIME_LIMIT_S` (NaN and infinity included)."""
+    if seconds is None:
+        return
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_TIME_LIMIT_S:
+        raise ValueError(
+            f"{name} must be a number of seconds above 0 and at most {MAX_TIME_LIMIT_S:,.0f}, or None for no limit "
+            f"(0 on the command line); got {seconds!r}"
+        )
 
 
 class ItemTimeout(Interrupt):

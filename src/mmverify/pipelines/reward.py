@@ -37,7 +37,7 @@ from .deadlines import deadline
 from .batch import DEFAULT_IN_FLIGHT, score_together
 from .context import JudgeOptions, ScoringContext, holding, offer
 from .execute import (
-    DEFAULT_WARMUP_TIMEOUT, ItemTimeout, check_decode_processes, error_row as item_error_row, fits, is_warm, score_item, timeout_row,
+    DEFAULT_WARMUP_TIMEOUT, ItemTimeout, check_decode_processes, check_time_limit, error_row as item_error_row, fits, is_warm, score_item, timeout_row,
     warm_up, warmup_timeout_row,
 )
 from .plan import Planner, WorkItem
@@ -145,8 +145,8 @@ class Reward:
             raise ValueError("a model process serves worker processes (workers > 1)")
         if self.on_error not in ERROR_POLICIES:
             raise ValueError(f"on_error must be one of {', '.join(ERROR_POLICIES)}, got {self.on_error!r}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ValueError("timeout must be positive (or None for no limit)")
+        check_time_limit(self.timeout, "timeout")
+        check_time_limit(self.warmup_timeout, "warmup_timeout")
         if isinstance(self.task, str):
             self.tasks = frozenset({_validate_task(self.task)})
             self.fixed_task = next(iter(self.tasks))

@@ -16,7 +16,7 @@ from ..models.cache import cache_problems
 from ..models.judge_usage import usage_totals
 from ..data.manifest import is_stream, iter_manifest_lines, manifest_base_dir
 from .context import ScoringContext, current, install_context, installed
-from .execute import LocalExecutor, Planned, check_decode_processes
+from .execute import LocalExecutor, Planned, check_decode_processes, check_time_limit
 from .plan import Planner, PlanStats
 from .outdir import LATEST_FILE, OutputLock, check_output_folder, claim_for_manifest, current_rows, manifest_fingerprint
 from .results import ResultsFile
@@ -73,10 +73,8 @@ class ScoreConfig:
             raise ValueError("executor must be 'local' or 'ray'")
         if self.gpus_per_worker < 0:
             raise ValueError("gpus_per_worker must be >= 0")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ValueError("timeout must be positive")
-        if self.warmup_timeout is not None and self.warmup_timeout <= 0:
-            raise ValueError("warmup_timeout must be positive")
+        check_time_limit(self.timeout, "timeout")
+        check_time_limit(self.warmup_timeout, "warmup_timeout")
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .execute import check_time_limit
 from .reward import DEFAULT_ITEM_TIMEOUT_S
 from .reward_json import JsonBudget, TooDeep, TooManyValues, loads_json
 
@@ -45,6 +47,10 @@ class ServerConfig:
         sizes = (self.max_body_bytes, self.max_items, self.max_batch_items, self.max_json_values, self.max_inflight_bytes)
         if min(sizes) < 1 or self.max_waiting < 0:
             raise ValueError("size limits must be positive")
+        check_time_limit(self.item_timeout, "item_timeout")
+        waits = (self.request_timeout, self.header_timeout, self.body_timeout, self.keep_alive_timeout, self.shutdown_timeout)
+        if not all(math.isfinite(wait) for wait in (*waits, self.batch_wait_ms)):
+            raise ValueError("timeouts and batch_wait_ms must be finite numbers of seconds")
         if self.request_timeout <= 0 or self.batch_wait_ms < 0:
             raise ValueError("request_timeout must be positive and batch_wait_ms non-negative")
         if min(self.header_timeout, self.body_timeout, self.keep_alive_timeout) <= 0 or self.shutdown_timeout < 0:
