@@ -107,7 +107,7 @@ def test_bad_configuration_fails_at_build_time():
         Reward("i_format_bordr")
     with pytest.raises(ValueError, match="on_error"):
         Reward("i_structure", on_error="skip")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="seconds above 0"):
         Reward("i_structure", timeout=0)
     with pytest.raises(ValueError, match="name the task"):
         Reward(["i_structure", "a_structure"]).item({"order": ["t"]}, ["x"])
@@ -137,6 +137,19 @@ def test_rows_do_not_depend_on_batch_position():
     refused = [reward([({"order": ["it"]}, ["x"])] * n + [({"order": ["t"]}, [object()])]).rows[n] for n in (0, 2)]
     assert [row["error"]["code"] for row in refused] == ["malformed_line"] * 2
     assert refused[0]["instance_id"] == refused[1]["instance_id"] == alone["instance_id"]
+
+
+def test_a_malformed_pair_is_its_own_row_and_its_neighbours_are_scored():
+    """None, a string or a tuple of another length in a batch of pairs: that item's
+    malformed_line row, where the whole call raised before."""
+    reward = Reward("i_structure")
+    good = ({"order": ["t"]}, ["hello"])
+    batch = reward([good, None, ({"order": ["t"]},), "xy", good, ({"order": ["t"]}, ["a"], "extra")])
+    assert batch.scores[0] == batch.scores[4] == 1.0
+    assert [row["error"]["code"] for row in batch.rows[1:4] + batch.rows[5:]] == ["malformed_line"] * 4
+    assert "expected an (instance, parts) pair, got a NoneType" in batch.rows[1]["error"]["message"]
+    assert "got a tuple of 1" in batch.rows[2]["error"]["message"] and "got a tuple of 3" in batch.rows[5]["error"]["message"]
+    assert {**batch.rows[4], "line": 1} == reward([good]).rows[0]
 
 
 def test_several_tasks_and_refusals(tmp_path: Path):

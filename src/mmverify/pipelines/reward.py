@@ -261,10 +261,20 @@ class Reward:
         if samples is not None and len(samples) != len(pairs):
             raise ValueError(f"got {len(samples)} samples for {len(pairs)} items")
         items = [
-            self.build(instance, parts, task=tasks[i] if tasks else None, sample=samples[i] if samples else 0)
-            for i, (instance, parts) in enumerate(pairs)
+            self._build_pair(pair, task=tasks[i] if tasks else None, sample=samples[i] if samples else 0)
+            for i, pair in enumerate(pairs)
         ]
         return self.score_items(items, convert=False)
+
+    def _build_pair(self, pair: Any, *, task: str | None, sample: int) -> Item:
+        """:meth:`build` of one ``(instance, parts)`` pair; anything else in its place (None, a
+        string, a tuple of another length) is that item's ``malformed_line`` row."""
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            named = task or self.fixed_task
+            context = {"task": named} if isinstance(named, str) else None
+            shown = f"a {type(pair).__name__} of {len(pair)}" if isinstance(pair, (tuple, list)) else f"a {type(pair).__name__}"
+            return Refused(ErrorCode.MALFORMED_LINE, f"expected an (instance, parts) pair, got {shown}", context)
+        return self.build(pair[0], pair[1], task=task, sample=sample)
 
     def score_items(self, items: Sequence[Item], *, convert: bool = True) -> RewardBatch:
         """Score manifest-style items (dicts); ``convert`` turns in-memory media in ``parts`` into
