@@ -136,7 +136,9 @@ def test_fail_on_errors_exit_code(tmp_path):
     assert runner.invoke(app, ["score", str(good), "--out", str(tmp_path / "c"), "--quiet", "--fail-on-errors"]).exit_code == 0
 
 
-@pytest.mark.parametrize("case", ["out_is_file", "results_is_folder", "results_line_not_a_row", "bad_run_file"])
+@pytest.mark.parametrize(
+    "case", ["out_is_file", "results_is_folder", "results_line_not_a_row", "{broken", '{"manifests": null}', '{"manifests": 5}', '{"manifests": [1]}', "[]"]
+)
 def test_unusable_output_folders_fail_with_one_clear_line(tmp_path, case):
     manifest = _border_manifest(tmp_path)
     out = tmp_path / "out"
@@ -153,7 +155,7 @@ def test_unusable_output_folders_fail_with_one_clear_line(tmp_path, case):
     else:
         out.mkdir()
         (out / "results.jsonl").write_text("")
-        (out / "run.json").write_text("{broken")
+        (out / "run.json").write_text(case)  # a run record that is not one
         expected = "unreadable"
     result = runner.invoke(app, ["score", str(manifest), "--out", str(out), "--quiet"])
     assert result.exit_code == EXIT_USAGE, result.output

@@ -132,10 +132,14 @@ def _known_manifests(run_file: Path) -> list[str]:
         return []
     try:
         data = json.loads(run_file.read_text(encoding="utf-8"))
-        manifests = data.get("manifests", []) if isinstance(data, dict) else []
-        return [m for m in manifests if isinstance(m, str)]
     except (ValueError, OSError) as exc:
         raise OutputFolderError(f"{run_file} is unreadable ({exc}); move it away or use --overwrite") from None
+    manifests = data.get("manifests", []) if isinstance(data, dict) else None
+    if not isinstance(manifests, list) or not all(isinstance(m, str) for m in manifests):
+        raise OutputFolderError(
+            f"{run_file} is unreadable (not an object whose \"manifests\" is a list of fingerprints); move it away or use --overwrite"
+        )
+    return manifests
 
 
 def _write_json(path: Path, data: Mapping[str, Any]) -> None:
