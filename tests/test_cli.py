@@ -82,6 +82,10 @@ def test_unusable_arguments_exit_non_zero(tmp_path: Path):
     bad.write_text("[1, 2]")
     result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "o"), "--thresholds", str(bad)])
     assert result.exit_code == 2
+    # a key naming no task would set no row's `passed`, silently
+    bad.write_text(json.dumps({"i_format_bordr": {"threshold": 0.5}}))
+    result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "o"), "--thresholds", str(bad)])
+    assert result.exit_code == 2 and "unknown task 'i_format_bordr'. Did you mean 'i_format_border'" in " ".join(result.output.split()), result.output
     for options, expected in ((["--workers", "2", "--executor", "ray"], "not Ray actors"), (["--batch-items", "1"], "--batch-items")):
         result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "o"), "--decode-processes", "2", *options])
         assert result.exit_code == 2 and expected in " ".join(result.output.split()), result.output

@@ -139,6 +139,18 @@ def test_rows_do_not_depend_on_batch_position():
     assert refused[0]["instance_id"] == refused[1]["instance_id"] == alone["instance_id"]
 
 
+def test_thresholds_are_keyed_by_task_id_and_refuse_unknown_tasks():
+    from mmverify.pipelines.thresholds import Threshold
+
+    prefixed = Reward("i_structure", thresholds={"task:i_structure": {"threshold": 0.5}})
+    assert prefixed([({"order": ["t"]}, ["hello"])]).rows[0]["passed"] is True
+    as_object = Reward("i_structure", thresholds={"task:i_structure": Threshold(0.5)})
+    assert as_object([({"order": ["t"]}, ["hello"])]).rows[0]["passed"] is True
+    for thresholds in ({"i_structur": {"threshold": 0.5}}, {"i_structur": Threshold(0.5)}):
+        with pytest.raises(ValueError, match="unknown task 'i_structur'. Did you mean 'i_structure'"):
+            Reward("i_structure", thresholds=thresholds)
+
+
 def test_a_malformed_pair_is_its_own_row_and_its_neighbours_are_scored():
     """None, a string or a tuple of another length in a batch of pairs: that item's
     malformed_line row, where the whole call raised before."""

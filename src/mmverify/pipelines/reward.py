@@ -41,7 +41,7 @@ from .execute import (
     warm_up, warmup_timeout_row,
 )
 from .plan import Planner, WorkItem
-from .thresholds import Threshold, load_thresholds, parse_thresholds
+from .thresholds import Threshold, by_task_id, load_thresholds, parse_thresholds
 from .reward_batch import (  # noqa: F401  (re-exported: part of the reward API)
     ERROR_POLICIES, ErrorPolicy, Item, Refused, RewardBatch, RewardError, refusal_row, scores_from_rows, unwritable_row,
 )  # fmt: skip
@@ -161,7 +161,7 @@ class Reward:
             threshold_map = load_thresholds(self.thresholds)
         else:
             raw = dict(self.thresholds or {})
-            threshold_map = {k: v for k, v in raw.items() if isinstance(v, Threshold)}
+            threshold_map = by_task_id({k: v for k, v in raw.items() if isinstance(v, Threshold)})
             threshold_map.update(parse_thresholds({k: v for k, v in raw.items() if not isinstance(v, Threshold)}))
         instructions = self.instructions
         if instructions is not None and not isinstance(instructions, InstructionSet):

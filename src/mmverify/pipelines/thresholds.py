@@ -43,6 +43,21 @@ class Threshold:
         }[self.direction]
 
 
+def by_task_id(thresholds: Mapping[str, Threshold]) -> dict[str, Threshold]:
+    """``thresholds`` keyed by catalog task ids (``task:`` prefixes dropped); a key that names no
+    task is refused with the nearest ids, where it would have set no row's ``passed``, silently."""
+    from ..core.registry import UnknownIdError
+    from ..tasks.catalog import task_info
+
+    keyed: dict[str, Threshold] = {}
+    for task, threshold in thresholds.items():
+        try:
+            keyed[task_info(str(task)).id] = threshold
+        except UnknownIdError as exc:
+            raise ValueError(f"{exc} (a key of the thresholds)") from None
+    return keyed
+
+
 def parse_thresholds(raw: Mapping[str, Any]) -> dict[str, Threshold]:
     if not isinstance(raw, Mapping):
         raise ValueError("a thresholds file must hold a JSON object keyed by task id")
@@ -55,7 +70,7 @@ def parse_thresholds(raw: Mapping[str, Any]) -> dict[str, Threshold]:
             component=str(spec.get("component", "score")),
             direction=str(spec.get("direction", ">")),
         )
-    return parsed
+    return by_task_id(parsed)
 
 
 def load_thresholds(path: str | Path) -> dict[str, Threshold]:
