@@ -76,6 +76,8 @@ def test_unusable_arguments_exit_non_zero(tmp_path: Path):
     manifest = write_manifest(tmp_path / "m.jsonl", [])
     result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "o"), "--tasks", "i_format_bordr"])
     assert result.exit_code == 2 and "i_format_border" in result.output
+    result = runner.invoke(app, ["score", str(manifest), "--out", str(tmp_path / "o"), "--tasks", ","])
+    assert result.exit_code == 2 and "names no task" in result.output  # not a run that silently scores nothing
     result = runner.invoke(app, ["score", str(tmp_path / "absent.jsonl"), "--out", str(tmp_path / "o")])
     assert result.exit_code != 0
     bad = tmp_path / "t.json"

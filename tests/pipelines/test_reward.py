@@ -25,6 +25,7 @@ from mmverify.pipelines.reward import (
     image_bytes,
     png_bytes,
     to_part,
+    to_parts,
     to_uint8_image,
     wav_bytes,
 )
@@ -261,6 +262,12 @@ def test_unusual_parts():
         to_part({"type": "image_url", "image_url": {"url": "https://example.com/a.png"}})
     with pytest.raises(TypeError):
         to_part(object())
+    # (samples, rate) with a rate a WAV header cannot hold says so, whatever the rate's type
+    for rate in (22050.0, np.float32(8000), 2**32, 0):
+        with pytest.raises(ValueError, match="sample_rate must be a positive integer"):
+            to_part((np.zeros(10, dtype=np.float32), rate))
+        with pytest.raises(ValueError, match="sample_rate must be a positive integer"):
+            to_parts((np.zeros(10, dtype=np.float32), rate))
 
 
 def test_non_finite_images_are_the_generators_fault():

@@ -92,10 +92,12 @@ def score_command(
         model, references, device, precision, offline, vlm_base_url, vlm_model, vlm_role, vlm_concurrency, vlm_api_key_env
     )
     selected = None
-    if tasks:
+    if tasks is not None:
         from ..tasks.catalog import SOURCE_FILES
 
         selected = frozenset(t.strip() for t in tasks.split(",") if t.strip())
+        if not selected:
+            fail(f"--tasks {tasks!r} names no task (leave it out to score every task)")
         unknown = sorted(selected - set(CATALOG) - SOURCE_FILES)
         if unknown:
             from ..core.registry import UnknownIdError

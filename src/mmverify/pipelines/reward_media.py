@@ -117,8 +117,8 @@ def wav_bytes(samples: Any, sample_rate: int) -> bytes:
         array = array.T  # (channels, n) as torch audio APIs return it
     if array.ndim not in (1, 2):
         raise ValueError(f"audio must be (n,) or (n, channels), got shape {tuple(array.shape)}")
-    if not isinstance(sample_rate, (int, np.integer)) or isinstance(sample_rate, bool) or sample_rate <= 0:
-        raise ValueError(f"sample_rate must be a positive integer, got {sample_rate!r}")
+    if not isinstance(sample_rate, (int, np.integer)) or isinstance(sample_rate, bool) or not 0 < sample_rate < 2**32:
+        raise ValueError(f"sample_rate must be a positive integer (a WAV header's field), got {sample_rate!r}")
     channels = 1 if array.ndim == 1 else array.shape[1]
     if array.dtype == np.int16:
         fmt_tag, width, payload = 1, 2, array.astype("<i2").tobytes()
@@ -211,8 +211,8 @@ def to_part(part: Any) -> Any:
         if kind == "input_audio" and isinstance(part.get("input_audio"), Mapping):
             return {"type": "audio", "data": str(part["input_audio"].get("data", ""))}
         return dict(part)
-    if isinstance(part, tuple) and len(part) == 2 and isinstance(part[1], (int, np.integer)):
-        return audio_part(part[0], part[1])
+    if isinstance(part, tuple) and len(part) == 2 and isinstance(part[1], (int, float, np.integer, np.floating)):
+        return audio_part(part[0], part[1])  # (samples, rate); a rate that is not a positive integer is refused there
     if isinstance(part, (bytes, bytearray, memoryview)):
         data = bytes(part)
         return {"type": sniff_media(data), "data": _b64(data)}
@@ -234,6 +234,6 @@ def to_part(part: Any) -> Any:
 
 def to_parts(parts: Any) -> list[Any]:
     """A response as manifest parts; a single non-list value is a one-part response."""
-    if isinstance(parts, (list, tuple)) and not (isinstance(parts, tuple) and len(parts) == 2 and isinstance(parts[1], (int, np.integer))):
+    if isinstance(parts, (list, tuple)) and not (isinstance(parts, tuple) and len(parts) == 2 and isinstance(parts[1], (int, float, np.integer, np.floating))):
         return [to_part(p) for p in parts]
     return [to_part(parts)]
