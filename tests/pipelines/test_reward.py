@@ -270,6 +270,38 @@ def test_unusual_parts():
             to_parts((np.zeros(10, dtype=np.float32), rate))
 
 
+def test_in_memory_media_over_the_limits_are_refused_before_they_are_encoded():
+    """An array of 20000x20000 pixels (a view of one byte) is refused by its shape: encoding it
+    first held several gigabytes. The limits are the reward's own."""
+    import tracemalloc
+
+    from PIL import Image
+
+    from mmverify.core.media import MediaLimits
+
+    reward = Reward("i_format_border")
+    huge = np.broadcast_to(np.uint8(0), (20000, 20000, 3))
+    tracemalloc.start()
+    try:
+        row = reward([({"color": "green"}, [huge])]).rows[0]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert row["error"]["code"] == "malformed_line" and "20000x20000 pixels is over the limit of 40,000,000" in row["error"]["message"]
+    assert peak < 50_000_000  # nothing the size of the image was made
+    small = Reward("i_format_border", limits=MediaLimits(max_pixels=100))
+    rows = small([({"color": "green"}, [np.zeros((11, 10, 3), np.uint8)]), ({"color": "green"}, [Image.new("RGB", (11, 10))]),
+                  ({"color": "green"}, [np.zeros((10, 10, 3), np.uint8)])]).rows  # fmt: skip
+    assert ["over the limit of 100 pixels" in (row["error"] or {}).get("message", "") for row in rows] == [True, True, False]
+    assert rows[2]["status"] == "scored"
+    audio = Reward("a_sound_silence", limits=MediaLimits(max_samples=1000, max_seconds=2.0))
+    clips = [(np.zeros(1001, np.float32), 8000), (np.zeros((600, 2), np.float32), 8000), (np.zeros(900, np.float32), 400)]
+    rows = audio([({"start": "dog", "end": "dog"}, [clip]) for clip in clips]).rows
+    assert "1,001 samples is over the limit of 1,000" in rows[0]["error"]["message"]
+    assert "1,200 samples is over the limit of 1,000" in rows[1]["error"]["message"]
+    assert "2.2 s is over the limit of 2.0 s" in rows[2]["error"]["message"]
+
+
 def test_non_finite_images_are_the_generators_fault():
     broken = np.full((32, 32, 3), np.nan, dtype=np.float32)
     assert to_part(broken)["data"] == base64.b64encode(NON_FINITE_IMAGE).decode()

@@ -315,7 +315,7 @@ class FlowGRPOReward:
         task = self.reward.fixed_task or task
         if task is None:
             return Refused(ErrorCode.MALFORMED_LINE, f"metadata names no task (key {self.task_key!r})", entry)
-        return self.reward.item(annotation, [image_part(picture, self.channels_first)], task=task)
+        return self.reward.item(annotation, [image_part(picture, self.channels_first, self.reward.limits)], task=task)
 
     def __call__(self, images: Any, prompts: Sequence[Any], metadata: Sequence[Any], **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
         pictures = split_images(images)

@@ -231,7 +231,7 @@ class Reward:
         line: dict[str, Any] = {"task": task, "instance_id": instance_id, "instance": instance, "sample": sample}
         if model is not None:
             line["model"] = model
-        line["parts"] = to_parts(parts)
+        line["parts"] = to_parts(parts, self.limits)
         return line
 
     def build(self, instance: Any, parts: Any, *, task: str | None = None, **options: Any) -> Item:
@@ -337,7 +337,7 @@ class Reward:
             return refusal_row(line, item.item, item.code, item.message)
         try:
             if isinstance(item, Mapping) and convert and isinstance(item.get("parts"), (list, tuple)):
-                item = {**item, "parts": to_parts(item["parts"])}
+                item = {**item, "parts": to_parts(item["parts"], self.limits)}
         except Exception as exc:
             return refusal_row(line, item, ErrorCode.MALFORMED_LINE, f"cannot use these parts: {describe_exception(exc)}")
         if isinstance(item, Mapping) and self.fixed_task is not None and "task" not in item:

@@ -12,6 +12,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..core.media import DEFAULT_LIMITS, MediaLimits
+
 _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"}
 _AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".mp3", ".opus", ".aiff", ".aif"}
 NON_FINITE_IMAGE = b"mmverify: image with non-finite pixel values"
@@ -19,6 +21,23 @@ NON_FINITE_IMAGE = b"mmverify: image with non-finite pixel values"
 
 class NonFiniteImage(ValueError):
     """A float image holding NaN or infinity (the generator's fault, not the caller's)."""
+
+
+class OverLimits(ValueError):
+    """In-memory media larger than the media limits: refused before it is encoded, which would
+    hold several copies of it (a decoded file that size is refused at its header)."""
+
+
+def _check_pixels(height: int, width: int, limits: MediaLimits) -> None:
+    if height * width > limits.max_pixels:
+        raise OverLimits(f"an in-memory image of {width}x{height} pixels is over the limit of {limits.max_pixels:,} pixels")
+
+
+def _check_samples(frames: int, channels: int, sample_rate: Any, limits: MediaLimits) -> None:
+    if frames * channels > limits.max_samples:
+        raise OverLimits(f"in-memory audio of {frames * channels:,} samples is over the limit of {limits.max_samples:,}")
+    if isinstance(sample_rate, (int, np.integer)) and sample_rate > 0 and frames / sample_rate > limits.max_seconds:
+        raise OverLimits(f"in-memory audio of {frames / sample_rate:,.1f} s is over the limit of {limits.max_seconds:,.1f} s")
 
 
 
@@ -52,6 +71,11 @@ def to_uint8_image(value: Any, channels_first: bool | None = None) -> np.ndarray
     numpy arrays channels-last unless only the other reading has a channel axis of size 1, 3 or 4.
     Raises ``ValueError`` for non-finite floats, which callers turn into an unreadable image.
     """
+    return _uint8_pixels(_image_layout(value, channels_first))
+
+
+def _image_layout(value: Any, channels_first: bool | None) -> np.ndarray:
+    """``value`` as an HW or HWC array of its own dtype (views only: no pixel is converted)."""
     array = _as_numpy(value)
     if array.ndim == 3:
         first, last = array.shape[0] in (1, 3, 4), array.shape[-1] in (1, 3, 4)
@@ -69,6 +93,10 @@ def to_uint8_image(value: Any, channels_first: bool | None = None) -> np.ndarray
             array = array[..., 0]
     elif array.ndim != 2:
         raise ValueError(f"an image array must have 2 or 3 dimensions, got shape {tuple(array.shape)}")
+    return array
+
+
+def _uint8_pixels(array: np.ndarray) -> np.ndarray:
     if array.dtype == np.uint8:
         return np.ascontiguousarray(array)
     if array.dtype == np.bool_:
@@ -150,13 +178,15 @@ def sniff_media(data: bytes) -> str:
     raise ValueError("cannot tell whether these bytes are an image or audio; pass {'type': ..., 'data': ...}")
 
 
-def image_part(value: Any, channels_first: bool | None = None) -> dict[str, Any]:
+def image_part(value: Any, channels_first: bool | None = None, limits: MediaLimits = DEFAULT_LIMITS) -> dict[str, Any]:
     """An image part from a PIL image, an array/tensor (see :func:`to_uint8_image`), encoded bytes
-    or a path."""
+    or a path; an image over ``limits.max_pixels`` is refused (:class:`OverLimits`) before it is
+    converted or encoded."""
     if type(value).__module__.startswith("PIL."):
         from PIL import Image
 
         if isinstance(value, Image.Image):
+            _check_pixels(value.height, value.width, limits)
             if value.mode in ("RGB", "RGBA", "L"):
                 return {"type": "image", "data": _b64(image_bytes(np.asarray(value)))}
             buffer = io.BytesIO()
@@ -169,21 +199,29 @@ def image_part(value: Any, channels_first: bool | None = None) -> dict[str, Any]
         return {"type": "image", "data": _b64(bytes(value))}
     if isinstance(value, (str, os.PathLike)):
         return {"type": "image", "path": os.fspath(value)}
+    layout = _image_layout(value, channels_first)
+    _check_pixels(layout.shape[0], layout.shape[1], limits)
     try:
-        array = to_uint8_image(value, channels_first)
+        array = _uint8_pixels(layout)
     except NonFiniteImage:
         return {"type": "image", "data": _b64(NON_FINITE_IMAGE)}
     return {"type": "image", "data": _b64(image_bytes(array))}
 
 
-def audio_part(value: Any, sample_rate: Any = None) -> dict[str, Any]:
-    """An audio part from samples and their rate (deterministic WAV), encoded bytes or a path."""
+def audio_part(value: Any, sample_rate: Any = None, limits: MediaLimits = DEFAULT_LIMITS) -> dict[str, Any]:
+    """An audio part from samples and their rate (deterministic WAV), encoded bytes or a path;
+    samples over ``limits`` (their number, or their duration) are refused (:class:`OverLimits`)
+    before they are encoded."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"type": "audio", "data": _b64(bytes(value))}
     if isinstance(value, (str, os.PathLike)):
         return {"type": "audio", "path": os.fspath(value)}
     if sample_rate is None:
         raise ValueError("audio samples need a sample rate: pass (samples, rate) or {'type': 'audio', 'audio': samples, 'sample_rate': rate}")
+    shape = tuple(getattr(value, "shape", None) or np.shape(value))
+    if len(shape) in (1, 2):
+        frames, channels = (shape[0], 1) if len(shape) == 1 else (max(shape), min(shape))
+        _check_samples(int(frames), int(channels), sample_rate, limits)
     return {"type": "audio", "data": _b64(wav_bytes(value, sample_rate))}
 
 
@@ -193,9 +231,10 @@ def _data_url(url: str) -> bytes:
     return base64.b64decode(url.split(";base64,", 1)[1], validate=True)
 
 
-def to_part(part: Any) -> Any:
+def to_part(part: Any, limits: MediaLimits = DEFAULT_LIMITS) -> Any:
     """One response part as a manifest part (dict).  Manifest-shaped dicts pass through unchanged,
-    so malformed ones still become ``malformed_line`` rows; unsupported Python types raise TypeError."""
+    so malformed ones still become ``malformed_line`` rows; unsupported Python types raise
+    TypeError, and in-memory media over ``limits`` raise :class:`OverLimits`."""
     if isinstance(part, str):
         return {"type": "text", "text": part}
     if isinstance(part, Mapping):
@@ -203,16 +242,16 @@ def to_part(part: Any) -> Any:
         if kind in ("image", "audio") and isinstance(part.get("data"), (bytes, bytearray, memoryview)):
             return {**part, "data": _b64(bytes(part["data"]))}
         if kind == "image" and "image" in part and "path" not in part and "data" not in part:
-            return image_part(part["image"])
+            return image_part(part["image"], limits=limits)
         if kind == "audio" and "audio" in part and "path" not in part and "data" not in part:
-            return audio_part(part["audio"], part.get("sample_rate", part.get("sampling_rate")))
+            return audio_part(part["audio"], part.get("sample_rate", part.get("sampling_rate")), limits)
         if kind == "image_url" and isinstance(part.get("image_url"), Mapping):
             return {"type": "image", "data": _b64(_data_url(str(part["image_url"].get("url", ""))))}
         if kind == "input_audio" and isinstance(part.get("input_audio"), Mapping):
             return {"type": "audio", "data": str(part["input_audio"].get("data", ""))}
         return dict(part)
     if isinstance(part, tuple) and len(part) == 2 and isinstance(part[1], (int, float, np.integer, np.floating)):
-        return audio_part(part[0], part[1])  # (samples, rate); a rate that is not a positive integer is refused there
+        return audio_part(part[0], part[1], limits)  # (samples, rate); a rate that is not a positive integer is refused there
     if isinstance(part, (bytes, bytearray, memoryview)):
         data = bytes(part)
         return {"type": sniff_media(data), "data": _b64(data)}
@@ -224,16 +263,16 @@ def to_part(part: Any) -> Any:
             return {"type": "audio", "path": os.fspath(part)}
         raise ValueError(f"cannot tell the media type of {os.fspath(part)!r} from its suffix; pass a manifest part")
     if type(part).__module__.startswith("PIL."):
-        return image_part(part)
+        return image_part(part, limits=limits)
     if isinstance(part, np.ndarray) or _is_torch_tensor(part):
         if len(part.shape) == 1:
             raise ValueError("a 1-D array is audio without a sample rate: pass (samples, rate)")
-        return image_part(part)
+        return image_part(part, limits=limits)
     raise TypeError(f"unsupported response part of type {type(part).__name__}")
 
 
-def to_parts(parts: Any) -> list[Any]:
+def to_parts(parts: Any, limits: MediaLimits = DEFAULT_LIMITS) -> list[Any]:
     """A response as manifest parts; a single non-list value is a one-part response."""
     if isinstance(parts, (list, tuple)) and not (isinstance(parts, tuple) and len(parts) == 2 and isinstance(parts[1], (int, float, np.integer, np.floating))):
-        return [to_part(p) for p in parts]
-    return [to_part(parts)]
+        return [to_part(p, limits) for p in parts]
+    return [to_part(parts, limits)]
