@@ -440,3 +440,17 @@ def test_an_unusable_instruction_row_is_an_invalid_instance_of_that_row_only(sma
         small_instructions.instance(f"i_format_border/{index}")
     assert caught.value.code == ErrorCode.INVALID_INSTANCE
     assert small_instructions.instance("i_format_border/0").data == {"color": "green"}
+
+
+@pytest.mark.parametrize("fields", [{"sample": '"x"'}, {"sample": "-1"}, {"model": "5"}, {"parts": '{"a": 1}'}])
+def test_a_line_refused_after_its_task_and_id_names_them_in_its_row(fields: dict, tmp_path: Path):
+    """Its row is grouped under its task in the summary, not under "?"."""
+    from mmverify.pipelines.plan import Planner
+
+    with pytest.raises(ManifestError) as caught:
+        parse_line(raw_line(instance_id='"i_structure/7"', **fields), 4)
+    assert caught.value.generation is None and caught.value.names == ("i_structure", "i_structure/7")
+    [row] = Planner(manifest_dir=tmp_path).plan_all(4, raw_line(**fields))
+    assert (row["task"], row["instance_id"], row["error"]["code"]) == ("i_structure", "i_structure/line-4", "malformed_line")
+    [unnamed] = Planner(manifest_dir=tmp_path).plan_all(5, raw_line(task="5", **fields))
+    assert (unnamed["task"], unnamed["instance_id"]) == ("?", "?")

@@ -33,12 +33,17 @@ _READ_FIELDS = ("task", "instance_id", "sample", "model", "parts")
 
 class ManifestError(ValueError):
     """A line that cannot be scored.  ``code`` is the error row's code; ``generation`` is set when
-    the rest of the line was valid, so the row can name the task, instance and sample."""
+    the rest of the line was valid, so the row can name the task, instance and sample; else
+    ``names`` holds the task and instance id when those two were valid."""
 
-    def __init__(self, message: str, code: str = ErrorCode.MALFORMED_LINE, generation: Generation | None = None) -> None:
+    def __init__(
+        self, message: str, code: str = ErrorCode.MALFORMED_LINE, generation: Generation | None = None,
+        names: tuple[str, str] | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(message)
         self.code = code
         self.generation = generation
+        self.names = names
 
 
 def _expect(condition: bool, message: str) -> None:
@@ -102,12 +107,13 @@ def parse_generation(raw: Any, line: int = 0) -> Generation:
         _expect(instance is not None, "'instance_id' is required unless an inline 'instance' is given")
         instance_id = f"{task}/line-{line}"
     _expect(isinstance(instance_id, str) and instance_id != "", "'instance_id' must be a non-empty string")
-    sample = raw.get("sample", 0)
-    _expect(isinstance(sample, int) and not isinstance(sample, bool) and sample >= 0, "'sample' must be an integer >= 0")
-    model = raw.get("model")
-    _expect(model is None or isinstance(model, str), "'model' must be a string when given")
-    parts = raw.get("parts")
-    _expect(isinstance(parts, list), "'parts' must be a list")
+    sample, model, parts = raw.get("sample", 0), raw.get("model"), raw.get("parts")
+    try:
+        _expect(isinstance(sample, int) and not isinstance(sample, bool) and sample >= 0, "'sample' must be an integer >= 0")
+        _expect(model is None or isinstance(model, str), "'model' must be a string when given")
+        _expect(isinstance(parts, list), "'parts' must be a list")
+    except ManifestError as exc:  # its row names the task and instance, which are valid
+        raise ManifestError(str(exc), exc.code, names=(task, instance_id)) from None
     generation = Generation(task=task, instance_id=instance_id, parts=(), sample=sample, model=model, instance=instance, line=line)
     try:
         parsed = tuple(parse_part(p, i) for i, p in enumerate(parts))

@@ -210,7 +210,8 @@ class Planner:
             generation = parse_line(text, line)
         except ManifestError as exc:
             if exc.generation is None:
-                return [self._error_row(line, text, "?", "?", exc.code, str(exc))]
+                task, instance_id = exc.names or ("?", "?")
+                return [self._error_row(line, text, task, instance_id, exc.code, str(exc))]
             # the rest of the line is valid: one row per task it would feed, as if it were scored
             refused, _ = self._routed(exc.generation, refused=True)
             several = len(refused) > 1  # then each task's row has its own key
