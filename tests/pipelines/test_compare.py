@@ -345,3 +345,16 @@ def test_an_error_naming_a_long_path_prints_the_path_whole(tmp_path: Path):
     missing = tmp_path / ("deep-" * 30) / "[run]"  # wider than the terminal, with markup brackets
     result = CliRunner().invoke(_cli(), ["compare", str(tmp_path / "a"), str(missing)])
     assert result.exit_code == 2 and f"{missing} does not exist" in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    "field, value, problem",
+    [("sample", "x", "sample must be an integer >= 0, got 'x'"), ("score", 5.0, "score must be a number in [0, 1], got 5.0"),
+     ("score", -1, "got -1"), ("status", "done", "status must be scored or error"), ("task", None, "must be strings")],
+)  # fmt: skip
+def test_a_results_row_unlike_any_written_is_refused_with_its_file_and_line(tmp_path: Path, field: str, value: Any, problem: str):
+    rows = [_row("i_format_border", f"i_format_border/{i}", 0.5) for i in range(3)]
+    rows[1] = {**rows[1], field: value}
+    with pytest.raises(ValueError) as caught:
+        compare_runs([_write_run(tmp_path / "a", rows), _write_run(tmp_path / "b", rows[:1])])
+    assert "results.latest.jsonl:2: not a results row" in str(caught.value) and problem in str(caught.value)

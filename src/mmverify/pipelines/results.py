@@ -104,6 +104,21 @@ def make_row(
     return row
 
 
+def _row_problem(row: Mapping[str, Any]) -> str | None:
+    """What makes ``row`` unlike any row :func:`make_row` writes, in the fields that summaries,
+    comparisons and calibration read; None when nothing does."""
+    sample, score = row.get("sample"), row.get("score")
+    if not isinstance(row.get("task"), str) or not isinstance(row.get("instance_id"), str):
+        return "task and instance_id must be strings"
+    if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
+        return f"sample must be an integer >= 0, got {sample!r}"
+    if row.get("status") not in ("scored", "error"):
+        return f"status must be scored or error, got {row.get('status')!r}"
+    if row["status"] == "scored" and (isinstance(score, bool) or not isinstance(score, (int, float)) or not 0.0 <= score <= 1.0):
+        return f"a scored row's score must be a number in [0, 1], got {score!r}"
+    return None
+
+
 def dumps_row(row: Mapping[str, Any]) -> str:
     """One row as a JSON line.  A lone surrogate in any string (a task name or id echoed from a
     line that decoded to one) becomes U+FFFD, so the line can always be written as UTF-8."""
@@ -138,6 +153,9 @@ class ResultsFile:
                 raise ValueError(f"{self.path}:{number}: corrupt results line; move the file away to rescore") from None
             if not isinstance(row, dict) or not isinstance(row.get("key"), str):
                 raise ValueError(f"{self.path}:{number}: not a results row (no key); move the file away to rescore")
+            problem = _row_problem(row)
+            if problem is not None:
+                raise ValueError(f"{self.path}:{number}: not a results row ({problem}); move the file away to rescore")
             rows.append(row)
         return rows
 
