@@ -57,6 +57,10 @@ def _d(profile: str, rule: str, reason: str) -> Deviation:
     return Deviation(profile, rule, reason)
 
 
+_ORDER_MEDIA = _d("strict", "each image and audio part must decode; one that does not scores 0 (unreadable_image / unreadable_audio)",
+                  "the published rule reads only the parts' types, so a text file or zero bytes named as an image counts as one")
+
+
 # Deviations shared by many tasks, worded once.
 _CROSS_ITEM = _d(
     "both",
@@ -333,7 +337,7 @@ ENTRIES: tuple[Parity, ...] = (
                 "existence; x DreamSim of the last image against the reference rendering; a response of images "
                 "only is scored in mmmg, as published"),
     Parity("i_structure", "eval_interleaved.py:IStructure.evaluate", "identical",
-           ("tests/verifiers/test_structure.py", "tests/data/test_mmmg_import.py")),
+           ("tests/verifiers/test_structure.py", "tests/data/test_mmmg_import.py", "tests/tasks/test_structure_media.py"), (_ORDER_MEDIA,)),
     # -- sound and music -----------------------------------------------------------------------------
     Parity("a_sound_begin_end", "eval_audio.py:ASoundBeginEnd._evaluate", "identical", (_CLAP_REF, _SOUND),
            _CLAP + (_d("both", "a response with no or several clips scores 0 for that row only",
@@ -406,7 +410,7 @@ ENTRIES: tuple[Parity, ...] = (
     Parity("a_speech_retrieve", "eval_audio.py:ASpeechRetrieve", "identical", (_SPEECH,), (_STRICT_LANGUAGE,),
            note="max(1 - WER, 0) against the answer span"),
     Parity("a_structure", "eval_interleaved.py:AStructure", "identical",
-           ("tests/verifiers/test_structure.py", "tests/data/test_mmmg_import.py")),
+           ("tests/verifiers/test_structure.py", "tests/data/test_mmmg_import.py", "tests/tasks/test_structure_media.py"), (_ORDER_MEDIA,)),
 )
 
 
