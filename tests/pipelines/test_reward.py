@@ -270,14 +270,17 @@ def test_unusual_parts():
             to_parts((np.zeros(10, dtype=np.float32), rate))
 
 
-def test_in_memory_media_over_the_limits_are_refused_before_they_are_encoded():
-    """An array of 20000x20000 pixels (a view of one byte) is refused by its shape: encoding it
-    first held several gigabytes. The limits are the reward's own."""
+def test_in_memory_media_over_the_limits_score_0_without_being_converted_or_encoded(monkeypatch):
+    """An array of 20000x20000 pixels (a view of one byte) is judged by its shape: encoding it
+    first held several gigabytes. Its row is the generator's 0, as for a file that size; the
+    limits are the reward's own."""
     import tracemalloc
 
+    import torch
     from PIL import Image
 
     from mmverify.core.media import MediaLimits
+    from mmverify.pipelines import reward_media
 
     reward = Reward("i_format_border")
     huge = np.broadcast_to(np.uint8(0), (20000, 20000, 3))
@@ -287,19 +290,30 @@ def test_in_memory_media_over_the_limits_are_refused_before_they_are_encoded():
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert row["error"]["code"] == "malformed_line" and "20000x20000 pixels is over the limit of 40,000,000" in row["error"]["message"]
+    assert (row["status"], row["score"], row["reason"]) == ("scored", 0.0, "unreadable_image")
+    assert row["evidence"]["media_reason"] == "media_too_large"
+    assert "20000x20000 pixels is over the limit of 40,000,000" in row["evidence"]["message"]
     assert peak < 50_000_000  # nothing the size of the image was made
+
+    converted: list[object] = []
+    original = reward_media._as_numpy
+    monkeypatch.setattr(reward_media, "_as_numpy", lambda value: converted.append(value) or original(value))
+    tensor = torch.zeros(1, dtype=torch.bfloat16).expand(3, 8000, 8000)  # a tensor of 64 M pixels, read CHW
+    assert reward([({"color": "green"}, [tensor])]).rows[0]["reason"] == "unreadable_image" and not converted
+
     small = Reward("i_format_border", limits=MediaLimits(max_pixels=100))
     rows = small([({"color": "green"}, [np.zeros((11, 10, 3), np.uint8)]), ({"color": "green"}, [Image.new("RGB", (11, 10))]),
-                  ({"color": "green"}, [np.zeros((10, 10, 3), np.uint8)])]).rows  # fmt: skip
-    assert ["over the limit of 100 pixels" in (row["error"] or {}).get("message", "") for row in rows] == [True, True, False]
-    assert rows[2]["status"] == "scored"
-    audio = Reward("a_sound_silence", limits=MediaLimits(max_samples=1000, max_seconds=2.0))
-    clips = [(np.zeros(1001, np.float32), 8000), (np.zeros((600, 2), np.float32), 8000), (np.zeros(900, np.float32), 400)]
-    rows = audio([({"start": "dog", "end": "dog"}, [clip]) for clip in clips]).rows
-    assert "1,001 samples is over the limit of 1,000" in rows[0]["error"]["message"]
-    assert "1,200 samples is over the limit of 1,000" in rows[1]["error"]["message"]
-    assert "2.2 s is over the limit of 2.0 s" in rows[2]["error"]["message"]
+                  ({"color": "green"}, [torch.zeros(3, 11, 10)]), ({"color": "green"}, [np.zeros((10, 10, 3), np.uint8)])]).rows  # fmt: skip
+    assert ["over the limit of 100 pixels" in row["evidence"].get("message", "") for row in rows] == [True, True, True, False]
+    assert rows[3]["status"] == "scored" and rows[3]["reason"] != "unreadable_image"
+    audio = Reward("a_structure", profile="strict", limits=MediaLimits(max_samples=1000, max_seconds=2.0))  # strict decodes clips
+    clips = [(np.zeros(1001, np.float32), 8000), (torch.zeros(2, 600), 8000), (np.zeros(900, np.float32), 400)]
+    rows = audio([({"order": ["a"]}, [clip]) for clip in clips]).rows
+    assert audio([({"order": ["a"]}, [(np.zeros(1000, np.float32), 8000)])]).scores == [1.0]
+    assert {(row["status"], row["reason"], row["evidence"]["media_reason"]) for row in rows} == {("scored", "unreadable_audio", "media_too_large")}
+    assert "1,001 samples is over the limit of 1,000" in rows[0]["evidence"]["message"]
+    assert "1,200 samples is over the limit of 1,000" in rows[1]["evidence"]["message"]
+    assert "2.2 s is over the limit of 2.0 s" in rows[2]["evidence"]["message"]
 
 
 def test_non_finite_images_are_the_generators_fault():

@@ -66,8 +66,20 @@ class MediaLimits:
 DEFAULT_LIMITS = MediaLimits()
 
 
+# In-memory media over the limits (judged by their shape by the Reward API, which does not encode
+# them) travel as these bytes and the reason: decoding them is that refusal.
+_OVER_LIMITS = b"mmverify: media over the limits: "
+
+
+def over_limits_stand_in(message: str) -> bytes:
+    """The inline bytes that stand for media refused as too large (``message`` says why)."""
+    return _OVER_LIMITS + message.encode("utf-8")
+
+
 def read_bytes(source: MediaSource, limits: MediaLimits = DEFAULT_LIMITS) -> bytes:
     """Read a file (or pass bytes through) enforcing the byte limit."""
+    if isinstance(source, bytes) and source.startswith(_OVER_LIMITS):
+        raise MediaError(MediaReason.TOO_LARGE, source[len(_OVER_LIMITS) :].decode("utf-8", "replace"))
     data = source if isinstance(source, bytes) else _read_file(Path(source), limits.max_bytes)
     if not data:
         raise MediaError(MediaReason.EMPTY, "zero-length media")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 import os
 import struct
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..core.media import DEFAULT_LIMITS, MediaLimits
+from ..core.media import DEFAULT_LIMITS, MediaLimits, over_limits_stand_in
 
 _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"}
 _AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".mp3", ".opus", ".aiff", ".aif"}
@@ -23,21 +24,33 @@ class NonFiniteImage(ValueError):
     """A float image holding NaN or infinity (the generator's fault, not the caller's)."""
 
 
-class OverLimits(ValueError):
-    """In-memory media larger than the media limits: refused before it is encoded, which would
-    hold several copies of it (a decoded file that size is refused at its header)."""
+# In-memory media over the limits are judged by their shape alone, before anything is converted
+# or encoded (that would hold several copies of them), and sent as a stand-in that decodes as
+# their refusal: the row is the generator's 0 (unreadable_image / unreadable_audio,
+# media_too_large), as for a file that size.
 
 
-def _check_pixels(height: int, width: int, limits: MediaLimits) -> None:
+def _over_pixels(height: int, width: int, limits: MediaLimits) -> str | None:
     if height * width > limits.max_pixels:
-        raise OverLimits(f"an in-memory image of {width}x{height} pixels is over the limit of {limits.max_pixels:,} pixels")
+        return f"an in-memory image of {width}x{height} pixels is over the limit of {limits.max_pixels:,} pixels"
+    return None
 
 
-def _check_samples(frames: int, channels: int, sample_rate: Any, limits: MediaLimits) -> None:
-    if frames * channels > limits.max_samples:
-        raise OverLimits(f"in-memory audio of {frames * channels:,} samples is over the limit of {limits.max_samples:,}")
+def _over_samples(shape: tuple[int, ...], sample_rate: Any, limits: MediaLimits) -> str | None:
+    if len(shape) not in (1, 2):
+        return None  # refused by its shape when it is encoded
+    frames, samples = max(shape), math.prod(shape)
+    if samples > limits.max_samples:
+        return f"in-memory audio of {samples:,} samples is over the limit of {limits.max_samples:,}"
     if isinstance(sample_rate, (int, np.integer)) and sample_rate > 0 and frames / sample_rate > limits.max_seconds:
-        raise OverLimits(f"in-memory audio of {frames / sample_rate:,.1f} s is over the limit of {limits.max_seconds:,.1f} s")
+        return f"in-memory audio of {frames / sample_rate:,.1f} s is over the limit of {limits.max_seconds:,.1f} s"
+    return None
+
+
+def _shape_of(value: Any) -> tuple[int, ...]:
+    """An array's or tensor's shape, read without converting it."""
+    shape = getattr(value, "shape", None)
+    return tuple(int(n) for n in shape) if shape is not None else tuple(np.shape(value))
 
 
 
@@ -74,18 +87,33 @@ def to_uint8_image(value: Any, channels_first: bool | None = None) -> np.ndarray
     return _uint8_pixels(_image_layout(value, channels_first))
 
 
+def _reads_channels_first(shape: tuple[int, ...], tensor: bool, channels_first: bool | None) -> bool:
+    """Whether a 3-D image of ``shape`` is read CHW (see :func:`to_uint8_image`)."""
+    first, last = shape[0] in (1, 3, 4), shape[-1] in (1, 3, 4)
+    if channels_first is None:
+        channels_first = first if tensor else not last
+        if channels_first and not first and last:
+            channels_first = False
+        elif not channels_first and not last and first:
+            channels_first = True
+    return channels_first
+
+
+def _height_width(value: Any, channels_first: bool | None) -> tuple[int, int] | None:
+    """The image's height and width from its shape alone (None where it is no image's shape)."""
+    shape = _shape_of(value)
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    if len(shape) == 3:
+        return shape[1:] if _reads_channels_first(shape, _is_torch_tensor(value), channels_first) else shape[:2]  # type: ignore[return-value]
+    return None
+
+
 def _image_layout(value: Any, channels_first: bool | None) -> np.ndarray:
     """``value`` as an HW or HWC array of its own dtype (views only: no pixel is converted)."""
     array = _as_numpy(value)
     if array.ndim == 3:
-        first, last = array.shape[0] in (1, 3, 4), array.shape[-1] in (1, 3, 4)
-        if channels_first is None:
-            channels_first = first if _is_torch_tensor(value) else not last
-            if channels_first and not first and last:
-                channels_first = False
-            elif not channels_first and not last and first:
-                channels_first = True
-        if channels_first:
+        if _reads_channels_first(array.shape, _is_torch_tensor(value), channels_first):
             array = np.moveaxis(array, 0, -1)
         if array.shape[-1] not in (1, 3, 4):
             raise ValueError(f"cannot read an image of shape {tuple(array.shape)} (need 1, 3 or 4 channels)")
@@ -180,13 +208,14 @@ def sniff_media(data: bytes) -> str:
 
 def image_part(value: Any, channels_first: bool | None = None, limits: MediaLimits = DEFAULT_LIMITS) -> dict[str, Any]:
     """An image part from a PIL image, an array/tensor (see :func:`to_uint8_image`), encoded bytes
-    or a path; an image over ``limits.max_pixels`` is refused (:class:`OverLimits`) before it is
-    converted or encoded."""
+    or a path; an image over ``limits.max_pixels`` is sent as the stand-in of its refusal."""
     if type(value).__module__.startswith("PIL."):
         from PIL import Image
 
         if isinstance(value, Image.Image):
-            _check_pixels(value.height, value.width, limits)
+            too_large = _over_pixels(value.height, value.width, limits)
+            if too_large is not None:
+                return {"type": "image", "data": _b64(over_limits_stand_in(too_large))}
             if value.mode in ("RGB", "RGBA", "L"):
                 return {"type": "image", "data": _b64(image_bytes(np.asarray(value)))}
             buffer = io.BytesIO()
@@ -199,10 +228,12 @@ def image_part(value: Any, channels_first: bool | None = None, limits: MediaLimi
         return {"type": "image", "data": _b64(bytes(value))}
     if isinstance(value, (str, os.PathLike)):
         return {"type": "image", "path": os.fspath(value)}
-    layout = _image_layout(value, channels_first)
-    _check_pixels(layout.shape[0], layout.shape[1], limits)
+    size = _height_width(value, channels_first)
+    too_large = _over_pixels(*size, limits) if size is not None else None
+    if too_large is not None:
+        return {"type": "image", "data": _b64(over_limits_stand_in(too_large))}
     try:
-        array = _uint8_pixels(layout)
+        array = to_uint8_image(value, channels_first)
     except NonFiniteImage:
         return {"type": "image", "data": _b64(NON_FINITE_IMAGE)}
     return {"type": "image", "data": _b64(image_bytes(array))}
@@ -210,18 +241,17 @@ def image_part(value: Any, channels_first: bool | None = None, limits: MediaLimi
 
 def audio_part(value: Any, sample_rate: Any = None, limits: MediaLimits = DEFAULT_LIMITS) -> dict[str, Any]:
     """An audio part from samples and their rate (deterministic WAV), encoded bytes or a path;
-    samples over ``limits`` (their number, or their duration) are refused (:class:`OverLimits`)
-    before they are encoded."""
+    samples over ``limits`` (their number, or their duration) are sent as the stand-in of their
+    refusal."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"type": "audio", "data": _b64(bytes(value))}
     if isinstance(value, (str, os.PathLike)):
         return {"type": "audio", "path": os.fspath(value)}
     if sample_rate is None:
         raise ValueError("audio samples need a sample rate: pass (samples, rate) or {'type': 'audio', 'audio': samples, 'sample_rate': rate}")
-    shape = tuple(getattr(value, "shape", None) or np.shape(value))
-    if len(shape) in (1, 2):
-        frames, channels = (shape[0], 1) if len(shape) == 1 else (max(shape), min(shape))
-        _check_samples(int(frames), int(channels), sample_rate, limits)
+    too_large = _over_samples(_shape_of(value), sample_rate, limits)
+    if too_large is not None:
+        return {"type": "audio", "data": _b64(over_limits_stand_in(too_large))}
     return {"type": "audio", "data": _b64(wav_bytes(value, sample_rate))}
 
 
@@ -234,7 +264,7 @@ def _data_url(url: str) -> bytes:
 def to_part(part: Any, limits: MediaLimits = DEFAULT_LIMITS) -> Any:
     """One response part as a manifest part (dict).  Manifest-shaped dicts pass through unchanged,
     so malformed ones still become ``malformed_line`` rows; unsupported Python types raise
-    TypeError, and in-memory media over ``limits`` raise :class:`OverLimits`."""
+    TypeError; in-memory media over ``limits`` become the stand-in of their refusal."""
     if isinstance(part, str):
         return {"type": "text", "text": part}
     if isinstance(part, Mapping):
