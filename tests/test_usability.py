@@ -82,8 +82,9 @@ def test_a_line_with_one_unusable_part_keeps_its_task_model_and_sample(tmp_path:
     # and --tasks filters it like any other line
     filtered = Planner(manifest_dir=tmp_path, tasks=frozenset({"i_structure"}))
     assert filtered.plan_all(1, json.dumps(line)) == [] and filtered.stats.skipped_filtered == 1
-    # a line whose other fields are unusable still has no task to name
-    assert planner.plan_all(4, json.dumps({**line, "sample": -1}))[0]["task"] == "?"
+    # a line whose sample is unusable still names the task and instance it gave
+    assert planner.plan_all(4, json.dumps({**line, "sample": -1}))[0]["task"] == "i_format_border"
+    assert planner.plan_all(5, json.dumps({**line, "task": 7, "sample": -1}))[0]["task"] == "?"
 
 
 def test_a_media_path_that_is_a_folder_says_so(tmp_path: Path):
@@ -191,6 +192,13 @@ def test_doctor_and_dry_run_check_the_judge_of_each_role_and_distinct_readers(mo
     assert one.exit_code == 0 and "i_ocr_multi_lingual" in one.output and "ocr_second" in _flat(one.output), one.output
     two = runner.invoke(app, ["doctor", "--missing", *judge, "--vlm-role", "ocr_second=other@http://127.0.0.1:9/v1"])
     assert two.exit_code == 0 and "i_ocr_multi_lingual" not in two.output, two.output
+    # two spellings of one in-process checkpoint are one judge, as scoring finds
+    local = tmp_path / "ckpt"
+    same = runner.invoke(app, ["doctor", "--missing", "--vlm-model", f"transformers:{local}", "--vlm-role", f"ocr_second=transformers:{tmp_path}/x/../ckpt"])
+    assert "distinct judges (ocr, ocr_second)" in _flat(same.output), same.output
+    # each requirement is listed once, for every task
+    for entry in readiness():
+        assert len({r.what for r in entry.requirements}) == len(entry.requirements), entry
     # a role's own judge is checked as configured, not only the default one
     bad = runner.invoke(app, ["doctor", "--missing", *judge, "--vlm-role", f"ocr=transformers:{tmp_path / 'absent'}"])
     assert bad.exit_code == 0 and "i_ocr_two" in bad.output and "i_edit_text_add" in bad.output, bad.output

@@ -305,8 +305,24 @@ def test_a_time_limit_the_deadlines_cannot_hold_is_refused_where_it_is_configure
         lambda: ScoreConfig(manifest=tmp_path / "m.jsonl", out=tmp_path / "out", warmup_timeout=limit),
         lambda: ServerConfig(item_timeout=limit),
     ):
-        with pytest.raises(ValueError, match="seconds above 0 and at most 1,000,000"):
+        with pytest.raises(ValueError, match=r"seconds above 0 and at most 1,000,000 \(None for no limit\)"):
             make()
+
+
+SCORE = ["score", "m.jsonl", "--out", "out"]
+
+
+@pytest.mark.parametrize("command, option", [(SCORE, "--timeout"), (SCORE, "--warmup-timeout"), (["serve"], "--timeout")])
+def test_the_commands_refuse_such_a_limit_naming_their_option(command, option, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from mmverify.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.jsonl").write_text("")
+    result = CliRunner().invoke(app, [*command, option, "inf"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"{option} must be a number of seconds above 0 and at most 1,000,000 (0 for no limit); got inf" in text, text
 
 
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")  # the watchdog must not die

@@ -150,6 +150,11 @@ def test_thresholds_are_keyed_by_task_id_and_refuse_unknown_tasks():
     for thresholds in ({"i_structur": {"threshold": 0.5}}, {"i_structur": Threshold(0.5)}):
         with pytest.raises(ValueError, match="unknown task 'i_structur'. Did you mean 'i_structure'"):
             Reward("i_structure", thresholds=thresholds)
+    # one task named twice, whatever the spelling, is refused rather than one silently kept
+    for thresholds in ({"i_structure": {"threshold": 0.9}, "task:i_structure": {"threshold": 0.1}},
+                       {"i_structure": Threshold(0.9), "task:i_structure": {"threshold": 0.1}}):  # fmt: skip
+        with pytest.raises(ValueError, match="name i_structure twice"):
+            Reward("i_structure", thresholds=thresholds)
 
 
 def test_a_malformed_pair_is_its_own_row_and_its_neighbours_are_scored():

@@ -103,6 +103,13 @@ def score_command(
             from ..core.registry import UnknownIdError
 
             fail("; ".join(str(UnknownIdError("task", t, list(CATALOG))) for t in unknown))
+    from ..pipelines.execute import check_time_limit
+
+    for flag, seconds in (("--timeout", timeout), ("--warmup-timeout", warmup_timeout)):
+        try:
+            check_time_limit(seconds or None, flag, no_limit="0")
+        except ValueError as exc:
+            fail(str(exc))
     if instructions is not None and not instructions.is_dir():
         fail(f"--instructions {instructions} is not a folder")
     if data_root is not None and not data_root.is_dir():

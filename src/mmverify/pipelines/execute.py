@@ -45,15 +45,15 @@ DEFAULT_WARMUP_TIMEOUT = 600.0  # seconds for worker start-up, task import/build
 MAX_TIME_LIMIT_S = 1e6  # about 11.6 days: longer limits overflow the system's timers (setitimer, timed waits)
 
 
-def check_time_limit(seconds: float | None, name: str) -> None:
+def check_time_limit(seconds: float | None, name: str, no_limit: str = "None") -> None:
     """Refuse a time limit the deadlines cannot hold: None is no limit; anything else must be a
-    number of seconds above 0 and at most :data:`MAX_TIME_LIMIT_S` (NaN and infinity included)."""
+    number of seconds above 0 and at most :data:`MAX_TIME_LIMIT_S` (NaN and infinity refused).
+    ``name`` and ``no_limit`` say the setting as its caller wrote it (``--timeout``, ``0``)."""
     if seconds is None:
         return
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_TIME_LIMIT_S:
         raise ValueError(
-            f"{name} must be a number of seconds above 0 and at most {MAX_TIME_LIMIT_S:,.0f}, or None for no limit "
-            f"(0 on the command line); got {seconds!r}"
+            f"{name} must be a number of seconds above 0 and at most {MAX_TIME_LIMIT_S:,.0f} ({no_limit} for no limit); got {seconds!r}"
         )
 
 

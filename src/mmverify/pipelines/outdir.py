@@ -97,12 +97,11 @@ def claim_for_manifest(out: Path, fingerprint: str | None, *, append: bool = Fal
     if append and overwrite:
         raise OutputFolderError("choose --append or --overwrite, not both")
     run_file = out / RUN_FILE
-    known = _known_manifests(run_file)
+    known = [] if overwrite else _known_manifests(run_file)  # --overwrite starts afresh, whatever the record holds
     has_rows = (out / "results.jsonl").is_file() and (out / "results.jsonl").stat().st_size > 0
     if overwrite:
         for name in OUTPUT_FILES:
             (out / name).unlink(missing_ok=True)
-        known = []
     elif has_rows and not append and fingerprint is None:
         raise OutputFolderError(
             f"{out} holds results, and a piped manifest cannot be told apart from the one they came from; "

@@ -115,9 +115,21 @@ def distinct_judges_requirement(roles: tuple[str, ...], fix: str) -> Requirement
         return None
     models = [config.model for config in configs if config is not None]
     what = f"distinct judges ({', '.join(roles)})"
-    if len(set(models)) < len(models):
+    if len({_judge_identity(model) for model in models}) < len(models):
         return Requirement(what, False, fix.format(model=models[0]))
     return Requirement(what, True, ", ".join(models))
+
+
+def _judge_identity(model: str) -> str:
+    """What tells two judges apart as scoring does: an in-process judge by its checkpoint's folder
+    (two spellings of one path are one judge), an endpoint's by its model name."""
+    from pathlib import Path
+
+    from ..models.judge_config import LOCAL_PREFIX
+
+    if model.startswith(LOCAL_PREFIX):
+        return LOCAL_PREFIX + str(Path(model[len(LOCAL_PREFIX) :]).expanduser().resolve())
+    return model
 
 
 def task_readiness(task_id: str) -> TaskReadiness:
@@ -127,12 +139,10 @@ def task_readiness(task_id: str) -> TaskReadiness:
     info = CATALOG[task_id]
     readiness = TaskReadiness(task_id)
     task = TASK_REGISTRY.get(task_id) if info.implemented else None
-    for need in info.needs:
-        role = judge_role(need)
-        if role is None:
-            readiness.requirements.append(capability_requirement(need))
-        else:
-            readiness.requirements.extend(judge_requirement(each) for each in getattr(task, "roles", None) or (role,))
+    readiness.requirements.extend(capability_requirement(need) for need in info.needs if judge_role(need) is None)
+    asked = [role for role in map(judge_role, info.needs) if role is not None]
+    if asked:
+        readiness.requirements.extend(judge_requirement(role) for role in getattr(task, "roles", None) or asked)
     distinct = getattr(task, "distinct_roles", ())
     if distinct:
         requirement = distinct_judges_requirement(distinct, task.distinct_roles_fix)  # type: ignore[union-attr]

@@ -162,7 +162,10 @@ class Reward:
         else:
             raw = dict(self.thresholds or {})
             threshold_map = by_task_id({k: v for k, v in raw.items() if isinstance(v, Threshold)})
-            threshold_map.update(parse_thresholds({k: v for k, v in raw.items() if not isinstance(v, Threshold)}))
+            parsed = parse_thresholds({k: v for k, v in raw.items() if not isinstance(v, Threshold)})
+            if set(parsed) & set(threshold_map):
+                raise ValueError(f"the thresholds name {sorted(set(parsed) & set(threshold_map))[0]} twice: keep one")
+            threshold_map.update(parsed)
         instructions = self.instructions
         if instructions is not None and not isinstance(instructions, InstructionSet):
             instructions = InstructionSet(instructions)

@@ -52,9 +52,12 @@ def by_task_id(thresholds: Mapping[str, Threshold]) -> dict[str, Threshold]:
     keyed: dict[str, Threshold] = {}
     for task, threshold in thresholds.items():
         try:
-            keyed[task_info(str(task)).id] = threshold
+            task_id = task_info(str(task)).id
         except UnknownIdError as exc:
             raise ValueError(f"{exc} (a key of the thresholds)") from None
+        if task_id in keyed:
+            raise ValueError(f"the thresholds name {task_id} twice (as {task!r} too): keep one")
+        keyed[task_id] = threshold
     return keyed
 
 
