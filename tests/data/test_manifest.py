@@ -454,3 +454,9 @@ def test_a_line_refused_after_its_task_and_id_names_them_in_its_row(fields: dict
     assert (row["task"], row["instance_id"], row["error"]["code"]) == ("i_structure", "i_structure/line-4", "malformed_line")
     [unnamed] = Planner(manifest_dir=tmp_path).plan_all(5, raw_line(task="5", **fields))
     assert (unnamed["task"], unnamed["instance_id"]) == ("?", "?")
+
+
+def test_a_path_with_a_nul_character_is_refused_saying_so():
+    line = raw_line(parts=json.dumps([{"type": "image", "path": "gen/a\x00.png"}]))
+    with pytest.raises(ManifestError, match=r"parts\[0\]\.path holds a NUL character"):
+        parse_line(line, 1)

@@ -61,7 +61,8 @@ def parse_part(raw: Any, index: int) -> Part:
     path, data = raw.get("path"), raw.get("data")
     _expect((path is None) != (data is None), f"parts[{index}] needs exactly one of 'path' or 'data'")
     if path is not None:
-        _expect(isinstance(path, str) and path != "" and "\x00" not in path, f"parts[{index}].path must be a non-empty string")
+        _expect(isinstance(path, str) and path != "", f"parts[{index}].path must be a non-empty string")
+        _expect("\x00" not in path, f"parts[{index}].path holds a NUL character, which no file name can")
         return Part(type=kind, path=path)
     _expect(isinstance(data, str), f"parts[{index}].data must be a base64 string")
     try:
