@@ -10,9 +10,9 @@
 #   bash benchmarks/gpu_run.sh score     # CLAP with media decoded in 8 processes (Reward, `score --workers 1`),
 #                                        # then through `mmverify score --workers 2` and `--workers 4`
 #   bash benchmarks/gpu_run.sh embed     # CLAP embed_audio alone over 2,048 clips, with its diagnostics (~190 s on an H100)
-#   bash benchmarks/gpu_run.sh workers   # CLAP at scale, one run of the benchmark: `mmverify score --workers 4 --model-process`,
-#                                        # plain `--workers 4`, then `--workers 8 --model-process`, with their rates once
-#                                        # rows flow (worker start-up left out); SETTINGS=4m:2,8m:2 scores other settings
+#   bash benchmarks/gpu_run.sh workers   # CLAP at scale, one run of the benchmark: `mmverify score --workers 4 --model-process
+#                                        # --decode-processes 2`, then `--workers 8 --model-process`, with their rates once
+#                                        # rows flow (worker start-up left out); SETTINGS=4m,4,8m:1 scores other settings
 #                                        # (batched_scoring.py --workers: N, Nm with a model process, :K decoding processes each)
 #   bash benchmarks/gpu_run.sh all       # one call of under 10 minutes (a 15-minute device lease): the CLAP
 #                                        # figures first, then Whisper, DreamSim, speaker/gender, on smaller
@@ -212,9 +212,11 @@ case $part in
   embed)  # on an H100 host: about 20 s of imports, then about 150 s of rows
     run clap_frontend 240 --device "$device" --clips 2048 --batch-sizes 128 --numpy-clips 16 --repeats 1 ;;
   workers)  # one run of the benchmark (one set of checkpoints and clips), rows printed as each setting ends: on an H200's
-    # host each setting took about 130-200 s with 2,048 items; `embed` goes in a call of its own
+    # host each setting took about 130-200 s with 2,048 items; `embed` goes in a call of its own. Two settings fit the cap:
+    # four workers whose decoding and resampling go to two processes each (on their own, a worker's item work was
+    # measured to bound it near 300 items/s, host_ceiling.py --served), and eight workers that keep it
     run batched_scoring 550 --full --device "$device" --items 4096 --in-flight 256 --batch-size 128 \
-      --baseline-items 8 --repeats 1 --tasks clap --workers "${SETTINGS:-4m,4,8m}" --workers-only
+      --baseline-items 8 --repeats 1 --tasks clap --workers "${SETTINGS:-4m:2,8m}" --workers-only
     mv "$out/batched_scoring.log" "$out/score_workers.log" ;;
   all)  # in order of importance; the caps add up to 580 s (the call without device_contention took 434 s on an H100)
     run clap_frontend 60 --device "$device" --clips 512 --batch-sizes 128 --repeats 1
