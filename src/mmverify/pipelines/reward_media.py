@@ -53,8 +53,6 @@ def _shape_of(value: Any) -> tuple[int, ...]:
     return tuple(int(n) for n in shape) if shape is not None else tuple(np.shape(value))
 
 
-
-
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
