@@ -90,6 +90,11 @@ def write_clips(folder: Path, count: int, seconds: float, seed: int) -> list[Pat
     return paths
 
 
+def cycled(paths: list[Path], count: int) -> list[Path]:
+    """``count`` paths, ``paths`` over and over."""
+    return [paths[i % len(paths)] for i in range(count)]
+
+
 def esc50_references(root: Path, per_class: int) -> Path:
     """An ESC-50 layout (meta/esc50.csv + audio/) with ``per_class`` synthetic clips per class."""
     import soundfile as sf
@@ -225,14 +230,17 @@ def release_device_memory() -> None:
 class RowClock:
     """Rows/s of a results file once rows flow: from the first rows written to the last, so that
     the first worker's start-up and model loading fall outside (with several workers, the later
-    ones may still be starting then).  A thread notes each change of the file's size (a stat
-    every 10 ms, in the measured process with ``--workers 1``); the rows within the size first
-    seen are counted once."""
+    ones may still be starting then); and in the middle of the run, between the moments a tenth and
+    nine tenths of the rows had been written, which leaves out the later workers' start-up and the
+    last batches, when fewer workers than started have items left.  A thread notes each change of
+    the file's size (a stat every 10 ms, in the measured process with ``--workers 1``) and counts
+    the rows the new bytes end."""
+
+    MIDDLE = (0.1, 0.9)
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.first_rows = 0
-        self.first_at = self.last_at = 0.0
+        self.timeline: list[tuple[float, int]] = []  # (when, rows written by then), at each change
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -245,7 +253,7 @@ class RowClock:
         self._thread.join()
 
     def _watch(self) -> None:
-        size = 0
+        size = rows = 0
         while not self._stop.wait(0.01):
             try:
                 now_size = self.path.stat().st_size
@@ -253,15 +261,32 @@ class RowClock:
                 continue
             if now_size != size:
                 now = time.perf_counter()
-                if not size:
-                    self.first_at = now
-                    self.first_rows = self.path.read_bytes()[:now_size].count(b"\n")
-                size, self.last_at = now_size, now
+                with open(self.path, "rb") as handle:
+                    handle.seek(size)
+                    rows += handle.read(now_size - size).count(b"\n")
+                size = now_size
+                self.timeline.append((now, rows))
+
+    @property
+    def first_at(self) -> float:
+        return self.timeline[0][0] if self.timeline else 0.0
+
+    @property
+    def last_at(self) -> float:
+        return self.timeline[-1][0] if self.timeline else 0.0
 
     def rate(self, rows: int) -> float:
         """Rows/s between the first change and the last (NaN when every row came at once)."""
-        elapsed = self.last_at - self.first_at
-        return (rows - self.first_rows) / elapsed if elapsed > 0 and rows > self.first_rows else float("nan")
+        if not self.timeline:
+            return float("nan")
+        (began, first_rows), ended = self.timeline[0], self.last_at
+        return (rows - first_rows) / (ended - began) if ended > began and rows > first_rows else float("nan")
+
+    def middle_rate(self, rows: int) -> float:
+        """Rows/s between the first changes that reached a tenth and nine tenths of ``rows`` (NaN
+        when both came in one change)."""
+        low, high = (next((at, n) for at, n in self.timeline if n >= share * rows) for share in self.MIDDLE)
+        return (high[1] - low[1]) / (high[0] - low[0]) if high[0] > low[0] else float("nan")
 
 
 def worker_rates(
@@ -284,7 +309,7 @@ def worker_rates(
     tag = f"{name.split()[0]}-{workers}{'m' if served else ''}-d{per_worker}"  # each setting's folders apart
     warm = root / f"{tag}-warm.jsonl"
     warm.write_text("".join(json.dumps(item) + "\n" for item in items[:2]), encoding="utf-8")
-    rates, rows, flowing, phases = {}, {}, {}, []
+    rates, rows, flowing, middle, phases = {}, {}, {}, {}, []
     for label, flight, shape in (("one_by_one", 1, 1), ("together", args.in_flight, args.batch_size)):
         context = ScoringContext(models=spec_for(shape), device=args.device, precision=args.precision, env=env, cache_dir=root / "cache")
 
@@ -298,13 +323,15 @@ def worker_rates(
                 began = time.perf_counter()
                 path = run_score(config).results_path
                 ended = time.perf_counter()
-            flowing.setdefault(label, []).append(clock.rate(len(path.read_text().splitlines())))
+            written = len(path.read_text().splitlines())
+            flowing.setdefault(label, []).append(clock.rate(written))
+            middle.setdefault(label, []).append(clock.middle_rate(written))
             if label == "together" and clock.first_at:
                 phases.append((clock.first_at - began, ended - clock.last_at))
             return path
 
         run(warm, root / f"warm-{label}-{tag}")
-        flowing[label] = []  # the warm-up run's rate is not one of the measured ones
+        flowing[label] = middle[label] = []  # the warm-up run's rates are not measured ones
         phases.clear()
         outs = iter(root / f"{label}-{tag}-{i}" for i in range(args.repeats))
         rates[label], path = best_rate(lambda: run(manifests[label], next(outs)), len(baseline if label == "one_by_one" else items), args.repeats)
@@ -316,6 +343,7 @@ def worker_rates(
         "task": name, "setting": setting_name(setting), **rates, "speedup": rates["together"] / rates["one_by_one"], "all_scored": scored,
         "max_delta": max(abs(a["score"] - b["score"]) for a, b in pairs) if scored else float("nan"), "backend": backend_rate(),
         "flowing": max((rate for rate in flowing["together"] if rate == rate), default=float("nan")),  # NaN: none measurable
+        "middle": max((rate for rate in middle["together"] if rate == rate), default=float("nan")),
         # the quickest start (to the first rows) and end (after the last) of the runs together
         "start_s": min((start for start, _ in phases), default=float("nan")), "end_s": min((end for _, end in phases), default=float("nan")),
     }  # fmt: skip
@@ -327,6 +355,7 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=32, help="items scored together")
     parser.add_argument("--batch-size", type=int, default=32, help="each backend's fixed batch shape")
     parser.add_argument("--clip-seconds", type=float, default=5.0)
+    parser.add_argument("--clips", type=int, default=0, help="clip files written, used in turn by the items (0: one per item)")
     parser.add_argument("--max-new-tokens", type=int, default=16, help="fixed Whisper decode length")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
@@ -364,7 +393,7 @@ def main() -> None:
         else:
             clap = build_tiny_clap(root / "clap") if "clap" in tasks else None
             whisper = build_tiny_hf_whisper(root / "whisper", max_length=64) if "whisper" in tasks else None
-        clips = write_clips(root / "clips", args.items, args.clip_seconds, seed=7)
+        clips = write_clips(root / "clips", min(args.items, args.clips or args.items), args.clip_seconds, seed=7)
         env = {"MMVERIFY_NO_OUTPUT_CACHE": "1"}
         if clap:  # only the CLAP task compares with a reference set
             env["MMVERIFY_REFERENCES"] = f"esc50={esc50_references(root / 'ESC-50', per_class=12)}"
@@ -381,11 +410,11 @@ def main() -> None:
 
         sound = [
             {"task": "a_sound_cot", "instance": {"target": CLASSES[i % len(CLASSES)]}, "parts": [{"type": "audio", "path": str(p)}]}
-            for i, p in enumerate(clips)
+            for i, p in enumerate(cycled(clips, args.items))
         ]
         speech = [
             {"task": "a_speech_translate", "instance": {"text": SENTENCE}, "parts": [{"type": "audio", "path": str(p)}]}
-            for p in clips
+            for p in cycled(clips, args.items)
         ]
         whisper_spec = f"transcriber=whisper-hf@{whisper}?{{options}}&max_new_tokens={args.max_new_tokens}"
         from mmverify.models.clap_hf import HFClap
@@ -393,7 +422,7 @@ def main() -> None:
 
         options = {"device": args.device, "batch_size": args.batch_size, "precision": args.precision, "rows": args.rows}
         speech_clips = clips[: args.whisper_items] if args.whisper_items else clips
-        speech = speech[: len(speech_clips)]
+        speech = speech[: args.whisper_items or len(speech)]
         clap_alone = backend_alone(lambda: HFClap(source=str(clap), **options), lambda m, audio: m.embed_audio(audio), clips, args)
         whisper_alone = backend_alone(
             lambda: HFWhisper(source=str(whisper), max_new_tokens=args.max_new_tokens, **options),
@@ -445,11 +474,12 @@ def print_reward_row(r: dict[str, Any]) -> None:
 
 def print_score_header(args: argparse.Namespace) -> None:
     print("mmverify score, worker start-up and model loading included "
-          "(once rows flow: from the first rows written to the last; to first rows: from the call to them; "
+          "(once rows flow: from the first rows written to the last; middle: from a tenth of the rows written to nine tenths; "
+          "to first rows: from the call to them; "
           "after last: from the last rows to the run's end, its processes stopped)", flush=True)  # fmt: skip
     print(
         f"{'task':32} {'setting':>30} {'one by one':>14} {'together':>14} {'speed-up':>9}  together/backend  "
-        f"{'once rows flow':>14}  flowing/backend  {'to first rows':>13}  {'after last':>10}  "
+        f"{'once rows flow':>14}  flowing/backend  {'middle':>12}  middle/backend  {'to first rows':>13}  {'after last':>10}  "
         f"max |score difference| (batch shapes 1 and {args.batch_size})", flush=True,
     )  # fmt: skip
 
@@ -458,6 +488,7 @@ def print_score_row(r: dict[str, Any]) -> None:
     print(
         f"{r['task']:32} {r['setting']:>30} {r['one_by_one']:10.1f} it/s {r['together']:10.1f} it/s {r['speedup']:8.2f}x  "
         f"{r['together'] / r['backend']:16.2f}  {r['flowing']:9.1f} it/s  {r['flowing'] / r['backend']:15.2f}  "
+        f"{r['middle']:7.1f} it/s  {r['middle'] / r['backend']:14.2f}  "
         f"{r['start_s']:11.2f} s  {r['end_s']:8.2f} s  {r['max_delta']:.2g}", flush=True,
     )  # fmt: skip
 

@@ -10,10 +10,11 @@
 #   bash benchmarks/gpu_run.sh score     # CLAP with media decoded in 8 processes (Reward, `score --workers 1`),
 #                                        # then through `mmverify score --workers 2` and `--workers 4`
 #   bash benchmarks/gpu_run.sh embed     # CLAP embed_audio alone over 2,048 clips, with its diagnostics (~190 s on an H100)
-#   bash benchmarks/gpu_run.sh workers   # CLAP at scale, one run of the benchmark: `mmverify score --workers 4 --model-process
-#                                        # --decode-processes 2`, then `--workers 8 --model-process`, with their rates once
-#                                        # rows flow (worker start-up left out); SETTINGS=4m,4,8m:1 scores other settings
-#                                        # (batched_scoring.py --workers: N, Nm with a model process, :K decoding processes each)
+#   bash benchmarks/gpu_run.sh workers   # CLAP at scale, one run of the benchmark: `mmverify score --workers 8 --model-process`,
+#                                        # then `--workers 12 --model-process`, over 16,384 items (ITEMS=N), with their rates
+#                                        # once rows flow and in the middle of the run (worker start-up left out);
+#                                        # SETTINGS=4m,4,8m:1 scores other settings (batched_scoring.py --workers: N, Nm with
+#                                        # a model process, :K decoding processes each)
 #   bash benchmarks/gpu_run.sh all       # one call of under 10 minutes (a 15-minute device lease): the CLAP
 #                                        # figures first, then Whisper, DreamSim, speaker/gender, on smaller
 #                                        # workloads, and last where items scored together lose time
@@ -160,7 +161,7 @@ if [ "$quick" = 1 ]; then
     embed)
       run clap_frontend 300 --device "$device" --clips 4 --batch-sizes 2 --numpy-clips 2 --model "${size[@]}" ;;
     workers)
-      run batched_scoring 600 --device "$device" --items 8 --in-flight 4 --batch-size 4 --baseline-items 2 --check 2 \
+      run batched_scoring 600 --device "$device" --items 8 --clips 3 --in-flight 4 --batch-size 4 --baseline-items 2 --check 2 \
         --tasks clap --workers "${SETTINGS:-2m,2}" --workers-only "${size[@]}"
       mv "$out/batched_scoring.log" "$out/score_workers.log" ;;
     all)
@@ -211,12 +212,13 @@ case $part in
     mv "$out/batched_scoring.log" "$out/score_workers.log" ;;
   embed)  # on an H100 host: about 20 s of imports, then about 150 s of rows
     run clap_frontend 240 --device "$device" --clips 2048 --batch-sizes 128 --numpy-clips 16 --repeats 1 ;;
-  workers)  # one run of the benchmark (one set of checkpoints and clips), rows printed as each setting ends: on an H200's
-    # host each setting took about 130-200 s with 2,048 items; `embed` goes in a call of its own. Two settings fit the cap:
-    # four workers whose decoding and resampling go to two processes each (on their own, a worker's item work was
-    # measured to bound it near 300 items/s, host_ceiling.py --served), and eight workers that keep it
-    run batched_scoring 550 --full --device "$device" --items 4096 --in-flight 256 --batch-size 128 \
-      --baseline-items 8 --repeats 1 --tasks clap --workers "${SETTINGS:-4m:2,8m}" --workers-only
+  workers)  # one run of the benchmark (one set of checkpoints and clips), rows printed as each setting ends.  On an H200's
+    # host (2026-11-28, 4,096 items) a setting took about 100 s, three fresh pools' start-up (17-19 s each) most of it, and
+    # its rows flowed for under 5 s: too short a window to compare settings.  16,384 items (2,048 clip files used in turn)
+    # give the middle of a run 10 s or more.  Eight and twelve workers keep their decoding (with 2 decoding processes each,
+    # four workers gave half of eight)
+    run batched_scoring 550 --full --device "$device" --items "${ITEMS:-16384}" --clips 2048 --in-flight 256 --batch-size 128 \
+      --baseline-items 8 --repeats 1 --tasks clap --workers "${SETTINGS:-8m,12m}" --workers-only
     mv "$out/batched_scoring.log" "$out/score_workers.log" ;;
   all)  # in order of importance; the caps add up to 580 s (the call without device_contention took 434 s on an H100)
     run clap_frontend 60 --device "$device" --clips 512 --batch-sizes 128 --repeats 1

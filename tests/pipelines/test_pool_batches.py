@@ -361,3 +361,24 @@ def test_rows_made_while_planning_count_within_max_pending(monkeypatch):
     pool, _ = scripted_pool(monkeypatch, scored, in_flight=1)
     pool.max_pending = 8
     assert [row["n"] for row in pool.run(entries)] == [0, *(f"row {k}" for k in range(1000)), 1001]
+
+
+def test_workers_ahead_of_a_lagging_batch_keep_scoring(monkeypatch):
+    # three workers, batches of 128; the batch holding the earliest items takes 10 s, every other 1 s.
+    # With room for two batches' rows (the floor alone), the two quick workers would stop after a
+    # batch each and wait for the slow one (the run would end at 13 s); by default they score the
+    # other nine batches meanwhile.
+    def timed(batch: list[tuple[int, WorkItem]]) -> list[Any]:
+        rows = [(seq, {"n": work.instance.data["n"]}) for seq, work in batch]
+        return [[("started",)], ("quiet", 10.0 if batch[0][0] == 0 else 1.0), [("rows", rows, [])]]
+
+    ends = {}
+    for bound in (None, pool_module.PENDING_FLOOR):
+        pool, workers = scripted_pool(monkeypatch, timed, in_flight=128)
+        pool.workers, pool.max_pending = 3, bound
+        assert [row["n"] for row in pool.run(numbered(1280))] == list(range(1280))
+        ends[bound] = pool_module.time.monotonic()
+        if bound is None:
+            assert workers[0].batches == [list(range(128))]
+    assert ends == {None: 10.0, pool_module.PENDING_FLOOR: 13.0}
+

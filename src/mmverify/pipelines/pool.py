@@ -4,7 +4,8 @@ Items go to idle workers in batches: up to ``in_flight`` consecutive items whose
 go to one worker together, which scores them with their model calls batched (see
 :mod:`.pool_worker`); any other item goes alone.  Finished rows wait in a reorder buffer and leave
 in plan order.  Intake pauses while ``max_pending`` rows wait for an earlier, slower item, which
-bounds memory.
+bounds memory.  By default that is a few batches of every worker (:func:`pending_bound`): a bound
+of one batch would idle every worker whenever one batch lags behind the next.
 
 Failures cost only the item that caused them:
 
@@ -65,6 +66,19 @@ class PoolWorker(Protocol):
     def stop(self) -> None: ...
 
     def alive(self) -> bool: ...  # False: it ended while idle (checked before a kept worker is reused)
+
+
+PENDING_FLOOR = 256  # rows that may always wait for an earlier item
+PENDING_BATCHES = 4  # batches of every worker that may wait for an earlier one
+
+
+def pending_bound(workers: int, in_flight: int) -> int:
+    """Rows that may wait for an earlier, slower item before intake pauses: enough for every other
+    worker to finish a few batches meanwhile (with batches of 256 on 12 workers, a bound of one batch
+    stalled all of them whenever the batch holding the earliest items lagged), and at least
+    :data:`PENDING_FLOOR`.  Rows are small; the items themselves stay bounded by ``workers`` times
+    ``in_flight``."""
+    return max(PENDING_FLOOR, PENDING_BATCHES * workers * in_flight)
 
 
 def _deadline(limit: float | None) -> float:
@@ -129,7 +143,7 @@ class OrderedPool:
     wait_ready: Callable[[list[PoolWorker], float | None], list[PoolWorker]]
     workers: int = 2
     timeout: float | None = None
-    max_pending: int = 256
+    max_pending: int | None = None  # None: pending_bound(workers, in_flight)
     warmup_timeout: float | None = DEFAULT_WARMUP_TIMEOUT
     in_flight: int = 1
     died: Callable[[PoolWorker], None] | None = None  # told of a worker that died; raising ends the run
@@ -144,7 +158,8 @@ class OrderedPool:
                 pool[index] = self.make_worker()
         finished = False
         done: dict[int, Row] = {}
-        intake = _Intake(iter(planned), self.in_flight, self.max_pending, done)
+        max_pending = self.max_pending or pending_bound(self.workers, self.in_flight)
+        intake = _Intake(iter(planned), self.in_flight, max_pending, done)
         retry: deque[tuple[int, WorkItem]] = deque()  # items of failed batches, to score one by one
         next_out = 0
         try:
@@ -154,7 +169,7 @@ class OrderedPool:
                         continue
                     if retry:  # earlier items: they go out whatever is pending
                         self._submit(worker, [retry.popleft()], done)
-                    elif (len(done) < self.max_pending or intake.held) and not intake.finished:
+                    elif (len(done) < max_pending or intake.held) and not intake.finished:
                         batch = intake.batch()
                         if batch:
                             self._submit(worker, batch, done)

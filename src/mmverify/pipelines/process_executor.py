@@ -91,7 +91,7 @@ class ProcessExecutor:
 
     workers: int = 2
     timeout: float | None = None
-    max_pending: int = 256
+    max_pending: int | None = None  # None: the pool's bound for its workers and batches
     warmup_timeout: float | None = DEFAULT_WARMUP_TIMEOUT
     initializer: Initializer | None = None
     initargs: Sequence[Any] = ()

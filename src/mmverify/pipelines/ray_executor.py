@@ -117,7 +117,7 @@ class RayExecutor:
     timeout: float | None = None
     address: str | None = None  # None: start a local Ray instance with ``workers`` CPUs
     gpus_per_worker: float = 0.0
-    max_pending: int = 256
+    max_pending: int | None = None  # None: the pool's bound for its workers and batches
     warmup_timeout: float | None = DEFAULT_WARMUP_TIMEOUT  # actor start-up and first use of each task
     initializer: Initializer | None = None  # run once in every actor before its first item
     initargs: Sequence[Any] = ()
