@@ -19,7 +19,7 @@
 #                                        # figures first, then Whisper, DreamSim, speaker/gender, on smaller
 #                                        # workloads, and last where items scored together lose time
 #   bash benchmarks/gpu_run.sh profile   # who holds the interpreter lock while they do (py-spy --gil, summarised)
-#   bash benchmarks/gpu_run.sh model-profile  # where each thread of `score --workers 4 --model-process` spends its time,
+#   bash benchmarks/gpu_run.sh model-profile  # where each thread of `score --workers 12 --model-process` spends its time,
 #                                        # the model process's reader and answer threads apart (py-spy --idle, summarised)
 #   bash benchmarks/gpu_run.sh ceiling   # the host alone around a simulated device (no GPU used: any 16-CPU machine):
 #                                        # one process, then 4 and 8 workers around a model process, with the CPU each
@@ -234,9 +234,9 @@ case $part in
     run device_contention 60 --full --device "$device" --items 1024 --prep-limits 4 --decode-processes 8 ;;
   profile)  # about a minute on an H100
     profile --full --device "$device" --items 1024 ;;
-  model-profile)  # one setting of `workers` (about 200 s on an H200's host), sampled
-    model_profile 500 --full --device "$device" --items 4096 --in-flight 256 --batch-size 128 --baseline-items 8 --repeats 1 \
-      --tasks clap --workers 4m --workers-only ;;
+  model-profile)  # one setting of `workers` (about 100 s on an H200's host with 4,096 items), sampled
+    model_profile 500 --full --device "$device" --items "${ITEMS:-16384}" --clips 2048 --in-flight 256 --batch-size 128 \
+      --baseline-items 8 --repeats 1 --tasks clap --workers "${SETTINGS:-12m}" --workers-only ;;
   ceiling)  # 71 ms a batch of 128 is the H100's CLAP on its own (1,793 clips/s)
     run host_ceiling 400 --items 2048 --decode-processes 8 --launch-ms 0 --device-ms 0,71 --served 4,8 \
       --served-decode-processes "${PER_WORKER:-0}" ;;
