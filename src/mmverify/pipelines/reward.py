@@ -41,7 +41,7 @@ from .execute import (
     warm_up, warmup_timeout_row,
 )
 from .plan import Planner, WorkItem
-from .thresholds import Threshold, by_task_id, load_thresholds, parse_thresholds
+from .thresholds import load_thresholds, parse_thresholds
 from .reward_batch import (  # noqa: F401  (re-exported: part of the reward API)
     ERROR_POLICIES, ErrorPolicy, Item, Refused, RewardBatch, RewardError, refusal_row, scores_from_rows, unwritable_row,
 )  # fmt: skip
@@ -160,12 +160,7 @@ class Reward:
         if isinstance(self.thresholds, (str, Path)):
             threshold_map = load_thresholds(self.thresholds)
         else:
-            raw = dict(self.thresholds or {})
-            threshold_map = by_task_id({k: v for k, v in raw.items() if isinstance(v, Threshold)})
-            parsed = parse_thresholds({k: v for k, v in raw.items() if not isinstance(v, Threshold)})
-            if set(parsed) & set(threshold_map):
-                raise ValueError(f"the thresholds name {sorted(set(parsed) & set(threshold_map))[0]} twice: keep one")
-            threshold_map.update(parsed)
+            threshold_map = parse_thresholds(dict(self.thresholds or {}))
         instructions = self.instructions
         if instructions is not None and not isinstance(instructions, InstructionSet):
             instructions = InstructionSet(instructions)

@@ -62,10 +62,16 @@ def by_task_id(thresholds: Mapping[str, Threshold]) -> dict[str, Threshold]:
 
 
 def parse_thresholds(raw: Mapping[str, Any]) -> dict[str, Threshold]:
+    """Thresholds keyed by catalog task id, from a mapping of task ids to ``Threshold`` values or
+    to objects as a thresholds file holds them (``threshold``, optional ``component`` and
+    ``direction``)."""
     if not isinstance(raw, Mapping):
         raise ValueError("a thresholds file must hold a JSON object keyed by task id")
     parsed = {}
     for task, spec in raw.items():
+        if isinstance(spec, Threshold):
+            parsed[task] = spec
+            continue
         if not isinstance(spec, Mapping) or "threshold" not in spec:
             raise ValueError(f"thresholds[{task!r}] must be an object with a 'threshold'")
         parsed[task] = Threshold(
