@@ -39,8 +39,9 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from ..core.hashing import digest_of
+from ..core.locks import folder_lock
 from ..core.settings import private_dir
-from .cache_files import failure_kind, file_identity, folder_lock, move_aside
+from .cache_files import failure_kind, file_identity, move_aside
 from .cache_problems import (  # noqa: F401  (re-exported: the cache's public API)
     CacheProblem,
     cache_problems,

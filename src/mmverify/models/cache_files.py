@@ -2,17 +2,14 @@
 
 :class:`~mmverify.models.cache.SQLiteStore` decides what to do about a file it cannot use; this
 module supplies the file-level pieces it decides with: classifying an SQLite or OS error, telling
-whether the file was replaced (by identity), the per-folder lock every repairing process takes,
-and moving a corrupt file aside together with its side files.
+whether the file was replaced (by identity), and moving a corrupt file aside together with its
+side files.  The lock every repairing process takes is :func:`mmverify.core.locks.folder_lock`.
 """
 
 from __future__ import annotations
 
-import os
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 _SIDECARS = ("-wal", "-shm", "-journal")  # an SQLite file's side files: they move with it
 
@@ -50,23 +47,6 @@ def file_identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return (stat.st_dev, stat.st_ino)
-
-
-@contextmanager
-def folder_lock(folder: Path) -> Iterator[None]:
-    """An advisory lock on ``folder``, shared by every process repairing a cache in it (POSIX)."""
-    try:
-        import fcntl
-
-        descriptor = os.open(folder, os.O_RDONLY)
-    except (ImportError, OSError):
-        yield
-        return
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(descriptor)  # closing releases the lock
 
 
 def _aside_path(path: Path) -> Path:

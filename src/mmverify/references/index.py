@@ -36,6 +36,7 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from ..core.hashing import changed_recently, sha256_file
+from ..core.locks import folder_lock
 from ..core.media import MediaError, load_audio, resample
 from ..core.registry import UnknownIdError
 from .layouts import ReferenceFile, cut_window, scan
@@ -193,6 +194,27 @@ class ReferenceIndex:
         directory = cls.directory(index_dir, fingerprint, layout, preprocessing, load_rate)
         settings = {"fingerprint": fingerprint, "preprocessing": preprocessing, "sample_rate": sample_rate, "load_rate": load_rate}
 
+        # Workers that start together would each embed the whole set: one process builds while
+        # the others wait, and they then find its index stored.
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # nowhere to store it: built unlocked, and refused where it is written, as before
+        with folder_lock(directory):
+            return cls._build_in(directory, layout, files, root_name, settings, embedder, progress)
+
+    @classmethod
+    def _build_in(
+        cls,
+        directory: Path,
+        layout: str,
+        files: Sequence[ReferenceFile],
+        root_name: str,
+        settings: dict[str, Any],
+        embedder: ReferenceEmbedder,
+        progress: Callable[[int, int], None] | None,
+    ) -> "ReferenceIndex":
+        """The index stored in ``directory`` (made with ``settings``), brought up to date with ``files``."""
         previous = cls._previous(directory, settings)
         old_meta = previous.meta if previous is not None else {"rows": []}
         # Stored stats describe the files of the folder the index was built from: another folder's
@@ -238,7 +260,7 @@ class ReferenceIndex:
         vectors: dict[int, np.ndarray] = {}
         for start in range(0, len(todo), _EMBED_CHUNK):
             chunk = todo[start : start + _EMBED_CHUNK]
-            clips = _decode([files[i] for i in chunk], sample_rate, load_rate)
+            clips = _decode([files[i] for i in chunk], settings["sample_rate"], settings["load_rate"])
             for i, vector in zip(chunk, _unit_rows(embedder.embed_audio(clips))):
                 vectors[i] = vector
             if progress is not None:
