@@ -284,9 +284,11 @@ class RowClock:
 
     def middle_rate(self, rows: int) -> float:
         """Rows/s between the first changes that reached a tenth and nine tenths of ``rows`` (NaN
-        when both came in one change)."""
-        low, high = (next((at, n) for at, n in self.timeline if n >= share * rows) for share in self.MIDDLE)
-        return (high[1] - low[1]) / (high[0] - low[0]) if high[0] > low[0] else float("nan")
+        when both came in one change, or the last rows came after the last look at the file)."""
+        low, high = (next(((at, n) for at, n in self.timeline if n >= share * rows), None) for share in self.MIDDLE)
+        if low is None or high is None or high[0] <= low[0]:
+            return float("nan")
+        return (high[1] - low[1]) / (high[0] - low[0])
 
 
 def worker_rates(
@@ -331,7 +333,7 @@ def worker_rates(
             return path
 
         run(warm, root / f"warm-{label}-{tag}")
-        flowing[label] = middle[label] = []  # the warm-up run's rates are not measured ones
+        flowing[label], middle[label] = [], []  # the warm-up run's rates are not measured ones
         phases.clear()
         outs = iter(root / f"{label}-{tag}-{i}" for i in range(args.repeats))
         rates[label], path = best_rate(lambda: run(manifests[label], next(outs)), len(baseline if label == "one_by_one" else items), args.repeats)

@@ -382,3 +382,8 @@ def test_workers_ahead_of_a_lagging_batch_keep_scoring(monkeypatch):
             assert workers[0].batches == [list(range(128))]
     assert ends == {None: 10.0, pool_module.PENDING_FLOOR: 13.0}
 
+
+
+def test_a_pending_bound_below_one_is_refused():
+    with pytest.raises(ValueError, match="max_pending must be at least 1"):
+        OrderedPool(lambda: None, lambda busy, wait: [], max_pending=0)  # type: ignore[arg-type, return-value]

@@ -3,30 +3,25 @@ once: the later build waits for the earlier one and then finds its rows stored."
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from pathlib import Path
 
+from mmverify.core import locks
 from mmverify.references import ReferenceIndex
 from tests.references.test_index import SpectrumEmbedder, esc50  # noqa: F401  (esc50: a fixture)
 
 SAFETY_S = 60.0  # how long the test waits for what should come: a failing test cannot hang
 
 
-def waits_for_a_lock_on(folder: Path) -> bool:
-    """Some file description of this process is blocked on an ``flock`` of ``folder`` (Linux's
-    /proc/locks lists each blocked request as ``-> FLOCK ... pid major:minor:inode``)."""
-    if not folder.is_dir():
-        return False
-    inode = f":{os.stat(folder).st_ino} "
-    with open("/proc/locks", encoding="ascii") as handle:
-        return any("->" in line and f" {os.getpid()} " in line and inode in line for line in handle)
-
-
-def test_a_build_waits_for_the_one_under_way_and_reuses_its_rows(esc50, tmp_path):  # noqa: F811
+def test_a_build_waits_for_the_one_under_way_and_reuses_its_rows(esc50, tmp_path, monkeypatch):  # noqa: F811
     index_dir = tmp_path / "index"
-    inside, release = threading.Event(), threading.Event()
+    inside, release, refused = threading.Event(), threading.Event(), threading.Event()
+
+    def pause(seconds: float) -> None:  # between two tries of a lock held elsewhere
+        refused.set()
+        time.sleep(seconds)
+
+    monkeypatch.setattr(locks, "_pause", pause)
 
     class Holding(SpectrumEmbedder):
         """The first build's embedder: it stays in its first embedding until released."""
@@ -49,9 +44,8 @@ def test_a_build_waits_for_the_one_under_way_and_reuses_its_rows(esc50, tmp_path
     try:
         assert inside.wait(SAFETY_S)
         threads[1].start()
-        folder = ReferenceIndex.directory(index_dir, first.fingerprint, "esc50")
         deadline = time.monotonic() + SAFETY_S
-        while not (second.clips_embedded or waits_for_a_lock_on(folder)) and time.monotonic() < deadline:
+        while not (second.clips_embedded or refused.is_set()) and time.monotonic() < deadline:
             time.sleep(0.01)
     finally:
         release.set()

@@ -150,6 +150,10 @@ class OrderedPool:
     keep: bool = False  # workers outlive a run that ends as planned, for the next run (see close)
     _kept: list[PoolWorker] | None = field(default=None, init=False, repr=False)
 
+    def __post_init__(self) -> None:
+        if self.max_pending is not None and self.max_pending < 1:
+            raise ValueError(f"max_pending must be at least 1 (None: the default bound), got {self.max_pending}")
+
     def run(self, planned: Iterable[Planned]) -> Iterator[Row]:
         pool, self._kept = self._kept or [self.make_worker() for _ in range(self.workers)], None
         for index, worker in enumerate(pool):
@@ -158,7 +162,7 @@ class OrderedPool:
                 pool[index] = self.make_worker()
         finished = False
         done: dict[int, Row] = {}
-        max_pending = self.max_pending or pending_bound(self.workers, self.in_flight)
+        max_pending = pending_bound(self.workers, self.in_flight) if self.max_pending is None else self.max_pending
         intake = _Intake(iter(planned), self.in_flight, max_pending, done)
         retry: deque[tuple[int, WorkItem]] = deque()  # items of failed batches, to score one by one
         next_out = 0
