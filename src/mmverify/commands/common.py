@@ -29,6 +29,16 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(EXIT_USAGE)
 
 
+def check_limit_option(flag: str, seconds: float | None) -> None:
+    """Refuse a time-limit option the deadlines cannot hold, naming it (0 or unset: no limit)."""
+    from ..pipelines.execute import check_time_limit
+
+    try:
+        check_time_limit(seconds or None, flag, no_limit="0")
+    except ValueError as exc:
+        fail(str(exc))
+
+
 def os_problem(exc: OSError) -> str:
     """An OSError as one line naming the file: ``/proc/x: No such file or directory``."""
     where = exc.filename if exc.filename is not None else "a file"

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..reports.usage import usage_table
 from . import options
-from .common import EXIT_ERROR_ROWS, console, fail, os_problem, output_folder, stdout
+from .common import EXIT_ERROR_ROWS, check_limit_option, console, fail, os_problem, output_folder, stdout
 
 
 def _summary_table(summary: dict[str, Any]) -> Table:
@@ -103,13 +103,8 @@ def score_command(
             from ..core.registry import UnknownIdError
 
             fail("; ".join(str(UnknownIdError("task", t, list(CATALOG))) for t in unknown))
-    from ..pipelines.execute import check_time_limit
-
-    for flag, seconds in (("--timeout", timeout), ("--warmup-timeout", warmup_timeout)):
-        try:
-            check_time_limit(seconds or None, flag, no_limit="0")
-        except ValueError as exc:
-            fail(str(exc))
+    check_limit_option("--timeout", timeout)
+    check_limit_option("--warmup-timeout", warmup_timeout)
     if instructions is not None and not instructions.is_dir():
         fail(f"--instructions {instructions} is not a folder")
     if data_root is not None and not data_root.is_dir():

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from . import options
-from .common import console, fail
+from .common import check_limit_option, console, fail
 
 
 def serve_command(
@@ -62,12 +62,7 @@ def serve_command(
         fail(f"--data-root {data_root} is not a folder")
     if instructions is not None and not instructions.is_dir():
         fail(f"--instructions {instructions} is not a folder")
-    from ..pipelines.execute import check_time_limit
-
-    try:
-        check_time_limit(timeout or None, "--timeout", no_limit="0")
-    except ValueError as exc:
-        fail(str(exc))
+    check_limit_option("--timeout", timeout)
     if host not in ("127.0.0.1", "::1", "localhost") and not token:
         console.print(f"[yellow]warning:[/yellow] serving on {host} without --token: anyone who can reach it can use it")
     try:
