@@ -277,7 +277,7 @@ class Backend(ABC):
             return Availability(False, f"missing Python packages: {', '.join(missing)} (pip install \"mmverify[{self.extra}]\")", "-")
         if self.needs_torch:
             try:
-                pick_device(self.requested_device)
+                self._chosen_device()
             except ValueError as exc:
                 return Availability(False, str(exc), "-")
         if getattr(self, "precision", "fp32") == "fp16" and self.device_type == "cpu":
@@ -332,7 +332,7 @@ class Backend(ABC):
         device = getattr(self, "device", None) if self._loaded else None
         if device is None:
             try:
-                device = pick_device(self.requested_device)
+                device = self._chosen_device()
             except (ValueError, ImportError):  # unusable here: loading will say so; keys name the request
                 device = self.requested_device or "cpu"
         return device_type_of(device)
@@ -346,6 +346,11 @@ class Backend(ABC):
         device = self._tagged_device = self.device_type
         return tag if device is None else f"{tag};device={device}"
 
+    def _chosen_device(self) -> str:
+        """The device :func:`pick_device` chooses for this backend: in the model process where one
+        computes its batches (:mod:`.served`), which spares a worker importing torch."""
+        return pick_device(self.requested_device) if self.server is None else self.server.device(self.requested_device)
+
     # -- loading ----------------------------------------------------------------------------------
     def ensure_loaded(self) -> None:
         with self._lock:
@@ -357,20 +362,25 @@ class Backend(ABC):
                     self.name, f"missing Python packages {', '.join(missing)}; pip install \"mmverify[{self.extra}]\""
                 )
             if self.needs_torch:
-                from ..envfix import install_torchvision_op_stubs
+                if self.server is None:
+                    from ..envfix import install_torchvision_op_stubs
 
-                install_torchvision_op_stubs()
+                    install_torchvision_op_stubs()
                 try:
-                    self.device = pick_device(self.requested_device)
+                    self.device = self._chosen_device()
                 except ValueError as exc:
                     raise ModelUnavailable(self.name, str(exc)) from None
                 if self._tagged_device not in (None, device_type_of(self.device)):
                     self._fingerprint = None  # the settings chose another device since: key by this one
             else:
                 self.device = "cpu"
+            if self.server is not None:  # the model process loads it and says what preparing inputs needs
+                self.adopt(self.server.ask("settings", backend=self))
+                self._loaded = True
+                return
             try:
                 with _LOAD_LOCK:
-                    (self._load if self.server is None else self._load_served)(self.local_path())
+                    self._load(self.local_path())
             except ImportError as exc:
                 raise ModelUnavailable(self.name, f"cannot import what it needs ({exc}); pip install \"mmverify[{self.extra}]\"") from None
             self._loaded = True
@@ -383,9 +393,21 @@ class Backend(ABC):
     def _load(self, path: Path) -> None:
         """Load weights from ``path`` onto ``self.device`` in eval mode."""
 
-    def _load_served(self, path: Path) -> None:
-        """What a servable backend needs from ``path`` when its model runs in another process."""
-        raise NotImplementedError(f"{self.name} cannot be served from another process")
+    # -- served from a model process (see .served) --------------------------------------------------
+    def worker_settings(self) -> dict[str, Any]:
+        """What a worker's copy of this servable backend needs to prepare inputs, read from the
+        loaded checkpoint (a sample rate, a window, labels): text, numbers, lists and dicts."""
+        return {}
+
+    def adopt(self, settings: dict[str, Any]) -> None:
+        """Take :meth:`worker_settings` from the model process's copy (a worker's copy loads nothing)."""
+
+    def answer(self, question: str, value: Any) -> Any:
+        """What the model process's loaded copy answers a worker's copy: ``"settings"``, its
+        :meth:`worker_settings`; a backend may know more questions."""
+        if question == "settings":
+            return self.worker_settings()
+        raise ValueError(f"{self.name} answers no question {question!r}")
 
     def computation(self, kind: Any) -> Any:
         """The computation :meth:`run_batched` is given for ``kind``, for a servable backend: the

@@ -14,6 +14,7 @@ shared across them (nor across device types, see ``Backend.shape_tag``).
 
 from __future__ import annotations
 
+import threading
 from contextlib import nullcontext
 from operator import methodcaller
 from pathlib import Path
@@ -90,6 +91,9 @@ class HFClap(ClapBackend):
         self._max_text_tokens = 512
         self._fusion = False
         self._projection_dim = 0
+        self._window = 0  # samples the model sees of a clip (the extractor's nb_max_samples)
+        self._text_shapes: dict[str, int] = {}  # served: each text's shape, as the model process said
+        self._shapes_lock = threading.Lock()
 
     @property
     def fingerprint(self) -> str:
@@ -100,7 +104,7 @@ class HFClap(ClapBackend):
         return ";".join([super().fingerprint, *tags])
 
     def _max_samples(self) -> int:
-        return int(self._extractor.nb_max_samples)
+        return self._window
 
     def embedding_dim(self) -> int:
         self.ensure_loaded()
@@ -111,40 +115,45 @@ class HFClap(ClapBackend):
 
     def _load(self, path: Path) -> None:
         import torch
-        from transformers import ClapModel
+        from transformers import AutoTokenizer, ClapFeatureExtractor, ClapModel
 
         from .clap_features import ClapMelFeatures
 
         dtype = self._model_dtype(torch)
         try:
             model = ClapModel.from_pretrained(path, local_files_only=True)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ModelUnavailable(self.name, f"cannot load a CLAP checkpoint from {path} ({exc})") from None
-        self._load_served(path, model.config)
-        self._model = model.to(device=self.device, dtype=dtype).eval()
-        self._dtype = dtype
-        self._mel = ClapMelFeatures.from_extractor(self._extractor, fusion=self._fusion)
-
-    def _load_served(self, path: Path, config: Any = None) -> None:
-        """The settings, feature extractor and tokenizer: what preparing inputs needs, without the weights."""
-        import torch
-        from transformers import AutoTokenizer, ClapConfig, ClapFeatureExtractor
-
-        try:
-            config = config if config is not None else ClapConfig.from_pretrained(path, local_files_only=True)
             extractor = ClapFeatureExtractor.from_pretrained(path, local_files_only=True)
             tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ModelUnavailable(self.name, f"cannot load a CLAP checkpoint from {path} ({exc})") from None
+        config = model.config
         self._extractor = extractor
         self._tokenizer = tokenizer
-        self.sample_rate = int(extractor.sampling_rate)
         self._fusion = bool(config.audio_config.enable_fusion)
-        self._projection_dim = int(config.projection_dim)
         # Roberta positions are offset by padding_idx + 1, so two positions are unusable.
         limit = int(config.text_config.max_position_embeddings) - 2
         self._max_text_tokens = min(int(getattr(tokenizer, "model_max_length", limit) or limit), limit)
         self._torch = torch
+        self.adopt({"sample_rate": extractor.sampling_rate, "window": extractor.nb_max_samples, "projection_dim": config.projection_dim})
+        self._model = model.to(device=self.device, dtype=dtype).eval()
+        self._dtype = dtype
+        self._mel = ClapMelFeatures.from_extractor(self._extractor, fusion=self._fusion)
+
+    def worker_settings(self) -> dict[str, Any]:
+        """The rate and window clips are prepared at, and the embedding size (see :mod:`.served`)."""
+        return {"sample_rate": self.sample_rate, "window": self._window, "projection_dim": self._projection_dim}
+
+    def adopt(self, settings: dict[str, Any]) -> None:
+        self.sample_rate = int(settings["sample_rate"])
+        self._window = int(settings["window"])
+        self._projection_dim = int(settings["projection_dim"])
+
+    def answer(self, question: str, value: Any) -> Any:
+        """Also ``"text_shapes"``: each text's input shape (its token count), for a worker's copy,
+        which has no tokenizer."""
+        if question == "text_shapes":
+            return [self._text_shape(str(text)) for text in value]
+        return super().answer(question, value)
 
     def _stft_dtype(self) -> Any:
         """float64 (the extractor's own precision) for fp32; float32 under bf16/fp16, and on MPS,
@@ -212,7 +221,19 @@ class HFClap(ClapBackend):
 
     def _text_shape(self, text: str) -> int:
         # the tokenizer pads to the longest text of a batch: only texts of one length share one
+        if self.server is not None:
+            return self._served_text_shape(text)
         return len(self._tokenizer(text, truncation=True, max_length=self._max_text_tokens)["input_ids"])
+
+    def _served_text_shape(self, text: str) -> int:
+        """A text's shape as the model process's tokenizer counts it, asked once per text."""
+        with self._shapes_lock:
+            known = self._text_shapes.get(text)
+        if known is None:
+            known = int(self.server.ask("text_shapes", [text], backend=self)[0])
+            with self._shapes_lock:
+                self._text_shapes[text] = known
+        return known
 
     def _compute_text(self, texts: list[str]) -> np.ndarray:
         torch = self._torch

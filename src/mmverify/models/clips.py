@@ -168,17 +168,8 @@ class TransformersClipModel(ClipBackend):
         self._model.to(self.device, self._dtype).eval()
         self._configure(self._model.config)
 
-    def _load_served(self, path: Path) -> None:
-        import transformers
-
-        try:
-            config = transformers.AutoConfig.from_pretrained(str(path), local_files_only=True)
-        except Exception as exc:  # as in _load: a folder it cannot be built from is not usable here
-            raise ModelUnavailable(self.name, f"cannot load {self.checkpoint_kind} from {path}: {describe(exc)}") from None
-        self._configure(config)
-
     def _configure(self, config: Any) -> None:
-        """What the checkpoint's settings decide (kept apart from the weights for a served backend)."""
+        """What the checkpoint's settings decide."""
         # Group norm in the conv feature encoder normalises over time, padding included.
         self._pad_ok = getattr(config, "feat_extract_norm", "group") == "layer"
 

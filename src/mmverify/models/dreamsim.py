@@ -247,9 +247,6 @@ class DreamSimBackend(Backend):
             raise ValueError(f"{self.name} has no computation {kind!r}")
         return self._distances
 
-    def _load_served(self, path: Path) -> None:
-        """Nothing: images are prepared in the model process, whose load checks the weights."""
-
     def _distances(self, batch: list[tuple[np.ndarray, np.ndarray]]) -> list[float]:
         import torch
 

@@ -43,6 +43,12 @@ class Wav2Vec2Gender(TransformersClipModel):
         self.labels = [normalise_label(config.id2label[i]) for i in range(config.num_labels)]
         self._min_samples = conv_min_samples(config.conv_kernel, config.conv_stride, 1)
 
+    def worker_settings(self) -> dict[str, Any]:
+        return {"labels": list(self.labels)}  # a silent window's uniform probabilities name them
+
+    def adopt(self, settings: dict[str, Any]) -> None:
+        self.labels = [str(label) for label in settings["labels"]]
+
     def _cache_params(self) -> dict[str, Any]:
         return {**super()._cache_params(), "window_s": self.window_seconds, "window": "zero-padded"}
 

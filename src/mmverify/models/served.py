@@ -6,10 +6,13 @@ per-item work around them: decoding, resampling, cropping, cache look-ups, rows.
 then brings its own interpreter lock to that work while the device sees one process, one copy of
 each model and full batches (:mod:`mmverify.pipelines.model_process` is the serving side).
 
-In a worker, such a backend loads only what its inputs need (a feature extractor's settings, a
-tokenizer) and batches its items' inputs in its round as always (:mod:`.batching`); each batch's
-computation, named by the backend (:meth:`~.base.Backend.computation`), is sent to the model
-process, which runs the same computation on the same batch: the same bytes as computing it here.
+In a worker, such a backend loads nothing: it asks the model process which device it computes on
+(part of its fingerprint) and what preparing its inputs needs
+(:meth:`~.base.Backend.worker_settings`: a sample rate, a window, labels), so a worker imports
+neither torch nor transformers for it.  It batches its items' inputs in its round as always
+(:mod:`.batching`); each batch's computation, named by the backend
+(:meth:`~.base.Backend.computation`), is sent to the model process, which runs the same
+computation on the same batch: the same bytes as computing it here.
 
 The wire is :mod:`mmverify.core.decode_worker`'s (a JSON header and raw array bytes), over a Unix
 socket in a folder only this user can enter, opened with a token the parent hands out.  Values
@@ -220,6 +223,7 @@ class ModelClient:
         self._guard = threading.Lock()
         self._pending: dict[int, Pending] = {}
         self._ids = itertools.count()
+        self._devices: dict[str | None, str] = {}
         self._outbox: "queue.SimpleQueue[tuple[Any, ...]]" = queue.SimpleQueue()
         threading.Thread(target=self._read_replies, name="mmverify-model-replies", daemon=True).start()
         threading.Thread(target=self._send_batches, name="mmverify-model-batches", daemon=True).start()
@@ -227,10 +231,36 @@ class ModelClient:
     def computation(self, backend: Any, kind: Any) -> Compute:
         """``backend``'s computation ``kind``, run in the model process: launched when its batch is
         sent, finished when the reply is in."""
-        identity = {"capability": backend.capability, "backend": backend.name, "fingerprint": backend.fingerprint}
+        identity = _identity(backend)
         return Staged(lambda batch: self.send(identity, kind, batch), Pending.result)
 
     def send(self, identity: dict[str, Any], kind: Any, batch: list[Any]) -> Pending:
+        name, arrays = pack(kind)
+        if arrays:
+            raise TypeError(f"a computation is named by text and numbers, not arrays: {kind!r}")
+        return self._post({**identity, "kind": name}, batch)
+
+    def ask(self, question: str, value: Any = None, backend: Any = None) -> Any:
+        """The model process's answer to ``question`` on ``value``: ``"device"``, the device it
+        picks for a backend that requests ``value``; or a question about ``backend``, whose copy
+        there is checked against this one's fingerprint, loaded, and asked
+        (:meth:`~.base.Backend.answer`; ``"settings"``: what preparing inputs needs).  An error
+        there is raised here, as a batch's would be."""
+        header = {"ask": question} if backend is None else {**_identity(backend), "ask": question}
+        return self._post(header, value).result()
+
+    def device(self, requested: str | None) -> str:
+        """The device the model process picks for a backend that requests ``requested`` (asked
+        once per request): a served backend's, and so its fingerprint's, without torch here."""
+        with self._guard:
+            known = self._devices.get(requested)
+        if known is None:
+            known = str(self.ask("device", requested))
+            with self._guard:
+                self._devices[requested] = known
+        return known
+
+    def _post(self, header: dict[str, Any], value: Any) -> Pending:
         pending = Pending()
         with self._guard:
             if self._lost:
@@ -238,10 +268,7 @@ class ModelClient:
             ident = next(self._ids)
             self._pending[ident] = pending
         try:
-            name, arrays = pack(kind)
-            if arrays:
-                raise TypeError(f"a computation is named by text and numbers, not arrays: {kind!r}")
-            message = value_message({"id": ident, **identity, "kind": name}, batch, "batch")
+            message = value_message({"id": ident, **header}, value, "batch")
         except BaseException:  # nothing was sent
             with self._guard:
                 self._pending.pop(ident, None)
@@ -285,6 +312,11 @@ class ModelClient:
         for pending in waiting:
             pending.error = {"type": "ModelUnavailable", "backend": "model process", "message": GONE}
             pending.arrived.set()
+
+
+def _identity(backend: Any) -> dict[str, Any]:
+    """What names a backend to the model process, which checks it against its own copy."""
+    return {"capability": backend.capability, "backend": backend.name, "fingerprint": backend.fingerprint}
 
 
 def _end_worker() -> None:

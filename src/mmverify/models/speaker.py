@@ -104,6 +104,12 @@ class WavLMSpeaker(TransformersClipModel, SpeakerBackend):
         self.ensure_loaded()
         return self._dim
 
+    def worker_settings(self) -> dict[str, Any]:
+        return {"dim": self._dim}  # a silent clip's zero row has it
+
+    def adopt(self, settings: dict[str, Any]) -> None:
+        self._dim = int(settings["dim"])
+
     def _embed_voiced(self, clips: list[np.ndarray]) -> np.ndarray:
         torch = self._torch
         padded = [pad_to(clip, self._min_samples) for clip in clips]

@@ -256,8 +256,7 @@ class HFWhisper(WhisperBase):
             tags.append(f"dtype={self.dtype_name}")
         return ";".join(tags)
 
-    def _load_served(self, path: Path) -> None:
-        """Nothing but the folder: the model process loads the processor and checks its rate."""
+    def _check_folder(self, path: Path) -> None:
         if not path.is_dir():
             raise ModelUnavailable(self.name, f"{path} is not a transformers checkpoint folder")
 
@@ -265,7 +264,7 @@ class HFWhisper(WhisperBase):
         import torch
         from transformers import WhisperForConditionalGeneration, WhisperProcessor
 
-        self._load_served(path)
+        self._check_folder(path)
         dtype = precision_dtype(torch, self.precision, self.device, self.name)  # fp16 refused on the CPU
         try:
             self.processor = WhisperProcessor.from_pretrained(path, local_files_only=True)

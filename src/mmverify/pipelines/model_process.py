@@ -38,7 +38,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 from ..core.decode_worker import KeptBuffers, ProtocolError, SocketStream, read_message, write_message
 from ..core.exits import freeze_for_exit
-from ..models.base import ModelUnavailable
+from ..models.base import ModelUnavailable, pick_device
 from ..models.compute_locks import computing
 from ..models.hub import get_hub
 from ..models.rows import Staged
@@ -100,7 +100,10 @@ class _Launched:
 
 
 def _launch(backends: _Backends, header: dict[str, Any], payload: Any) -> _Launched:
-    """The batch launched (a staged computation, once one of its backend's slots is free) or computed."""
+    """The batch launched (a staged computation, once one of its backend's slots is free) or
+    computed; or a worker's question answered (see :meth:`~mmverify.models.served.ModelClient.ask`)."""
+    if "ask" in header:
+        return _Launched(header["id"], handle=_answer_question(backends, header, payload))
     backend, slots = backends.get(header)
     compute = backend.computation(unpack(header["kind"], []))
     batch = received_value(header, payload, "batch")
@@ -115,6 +118,14 @@ def _launch(backends: _Backends, header: dict[str, Any], payload: Any) -> _Launc
         raise
     slots.release()
     return _Launched(header["id"], handle=outputs)
+
+
+def _answer_question(backends: _Backends, header: dict[str, Any], payload: Any) -> Any:
+    if header["ask"] == "device":
+        return pick_device(received_value(header, payload, "batch"))
+    backend, _ = backends.get(header)
+    backend.ensure_loaded()
+    return backend.answer(header["ask"], received_value(header, payload, "batch"))
 
 
 def _answer(replies: "queue.Queue[_Launched | None]", connection: socket.socket) -> None:
