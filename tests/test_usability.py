@@ -192,10 +192,15 @@ def test_doctor_and_dry_run_check_the_judge_of_each_role_and_distinct_readers(mo
     assert one.exit_code == 0 and "i_ocr_multi_lingual" in one.output and "ocr_second" in _flat(one.output), one.output
     two = runner.invoke(app, ["doctor", "--missing", *judge, "--vlm-role", "ocr_second=other@http://127.0.0.1:9/v1"])
     assert two.exit_code == 0 and "i_ocr_multi_lingual" not in two.output, two.output
-    # two spellings of one in-process checkpoint are one judge, as scoring finds
-    local = tmp_path / "ckpt"
-    same = runner.invoke(app, ["doctor", "--missing", "--vlm-model", f"transformers:{local}", "--vlm-role", f"ocr_second=transformers:{tmp_path}/x/../ckpt"])
-    assert "distinct judges (ocr, ocr_second)" in _flat(same.output), same.output
+    # two spellings of one in-process checkpoint, or two copies of it, are one judge, as scoring finds
+    local, copy, other = tmp_path / "ckpt", tmp_path / "copy", tmp_path / "other"
+    for folder, weights in ((local, "a"), (copy, "a"), (other, "b")):
+        folder.mkdir()
+        (folder / "model.safetensors").write_text(weights)
+    (tmp_path / "x").mkdir()
+    for second, alike in ((f"{tmp_path}/x/../ckpt", True), (copy, True), (other, False)):
+        doctor = runner.invoke(app, ["doctor", "--missing", "--vlm-model", f"transformers:{local}", "--vlm-role", f"ocr_second=transformers:{second}"])
+        assert ("distinct judges (ocr, ocr_second)" in _flat(doctor.output)) == alike, (second, doctor.output)
     # each requirement is listed once, for every task
     for entry in readiness():
         assert len({r.what for r in entry.requirements}) == len(entry.requirements), entry

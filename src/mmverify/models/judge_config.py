@@ -215,3 +215,14 @@ def usage_identities(environ: Mapping[str, str] | None = None) -> dict[str, str]
         if config is not None:
             identities[role] = judge_identity(config.model, without_credentials(config.base_url) if config.base_url else None)
     return identities
+
+
+def shared_model(first: Any, second: Any) -> str | None:
+    """The model two judges both read with, or None when they differ: the same judge, or equal
+    ``model_id``s (an endpoint judge's model name; an in-process judge's checkpoint digest and
+    device type).  A task that compares two judges' readings refuses such a pair, and
+    ``mmverify doctor`` says so, by this one test."""
+    first_id, second_id = getattr(first, "model_id", None), getattr(second, "model_id", None)
+    if second is first or (first_id is not None and first_id == second_id):
+        return str(first_id or type(first).__name__)
+    return None

@@ -106,30 +106,27 @@ def reference_requirement(name: str) -> Requirement:
 
 
 def distinct_judges_requirement(roles: tuple[str, ...], fix: str) -> Requirement | None:
-    """Whether the judges of ``roles`` are different models, as a task that compares their readings
-    needs; None while one of them is not configured (its own requirement says so)."""
-    from ..models.judge_config import config_from_env
+    """Whether the judges of ``roles`` are different models, tested as the task that compares
+    their readings tests them (:func:`~mmverify.models.judge_config.shared_model` on the hub's
+    judges); None while one of them is not configured or not usable (its own requirement says so)."""
+    from itertools import combinations
+
+    from ..models.base import ModelUnavailable
+    from ..models.hub import get_hub
+    from ..models.judge_config import config_from_env, shared_model
 
     configs = [config_from_env(role) for role in roles]
     if any(config is None for config in configs):
         return None
-    models = [config.model for config in configs if config is not None]
+    try:
+        judges = [get_hub().judge(role) for role in roles]
+        shared = next(filter(None, (shared_model(first, second) for first, second in combinations(judges, 2))), None)
+    except ModelUnavailable:  # a local checkpoint that is not there: no model_id to compare
+        return None
     what = f"distinct judges ({', '.join(roles)})"
-    if len({_judge_identity(model) for model in models}) < len(models):
-        return Requirement(what, False, fix.format(model=models[0]))
-    return Requirement(what, True, ", ".join(models))
-
-
-def _judge_identity(model: str) -> str:
-    """What tells two judges apart as scoring does: an in-process judge by its checkpoint's folder
-    (two spellings of one path are one judge), an endpoint's by its model name."""
-    from pathlib import Path
-
-    from ..models.judge_config import LOCAL_PREFIX
-
-    if model.startswith(LOCAL_PREFIX):
-        return LOCAL_PREFIX + str(Path(model[len(LOCAL_PREFIX) :]).expanduser().resolve())
-    return model
+    if shared is not None:
+        return Requirement(what, False, fix.format(model=shared))
+    return Requirement(what, True, ", ".join(config.model for config in configs if config is not None))
 
 
 def task_readiness(task_id: str) -> TaskReadiness:

@@ -42,6 +42,7 @@ from typing import Any, Mapping, Sequence
 
 from ..core.types import Check, Instance
 from ..models.base import ModelUnavailable
+from ..models.judge_config import shared_model
 from ..verifiers.speech.text_metrics import cer
 from ..verifiers.vlm.ocr import (  # noqa: F401  (normalize_mmmg_ocr: part of this module's interface)
     NORMALIZATIONS,
@@ -181,10 +182,9 @@ SECOND_READER_HELP = (
 def require_distinct_readers(session: JudgeSession) -> None:
     """Refuse before asking anything when both OCR roles resolve to the same model: the
     intersection of one model's reading with itself filters nothing."""
-    first, second = session.judge("ocr"), session.judge("ocr_second")
-    first_id, second_id = getattr(first, "model_id", None), getattr(second, "model_id", None)
-    if second is first or (first_id is not None and first_id == second_id):
-        raise ModelUnavailable("vlm", SECOND_READER_HELP.format(model=first_id or type(first).__name__))
+    model = shared_model(session.judge("ocr"), session.judge("ocr_second"))
+    if model is not None:
+        raise ModelUnavailable("vlm", SECOND_READER_HELP.format(model=model))
 
 
 class OcrMultiLingual(_OcrTask):
