@@ -188,42 +188,73 @@ def test_a_served_clap_computes_the_bytes_of_a_local_one_without_its_weights(mod
         other.embed_audio(clips[:1])
 
 
-_WORKER_SCRIPT = """
-import hashlib, sys
+# What a worker computes with each kind of servable backend, on seeded inputs: run in a process of its
+# own (the worker) and in the test's (the local model).  Whisper decodes a fixed number of tokens.
+_OUTPUTS = """
+import hashlib, json, sys
 import numpy as np
-from mmverify.models.clap_hf import HFClap
+
+
+def outputs(kind, path, server=None):
+    rng = np.random.default_rng(5)
+    speech = [(np.sin(np.arange(int(n)) * rng.uniform(0.01, 0.2)) * 0.5).astype(np.float32) for n in rng.integers(400, 16_000 * 4, 5)]
+    if kind == "clap":
+        from mmverify.models.clap_hf import HFClap as Backend
+        arguments, compute = {"batch_size": 4}, lambda b: b.embed_audio(speech * 2).tobytes() + b.embed_text(["rain", "a dog barks twice"]).tobytes()
+    elif kind == "whisper":
+        from mmverify.models.whisper import HFWhisper as Backend
+        arguments, compute = {"batch_size": 3, "max_new_tokens": 4}, lambda b: json.dumps(b.transcribe(speech, language="en")).encode()
+    elif kind == "speaker":
+        from mmverify.models.speaker import WavLMSpeaker as Backend
+        arguments, compute = {"batch_size": 3}, lambda b: b.embed(speech).tobytes()
+    else:
+        from mmverify.models.gender import Wav2Vec2Gender as Backend
+        arguments, compute = {"batch_size": 3}, lambda b: json.dumps(b.classify(speech)).encode()
+    backend = Backend(source=path, **arguments)
+    backend.server = server
+    return hashlib.sha256(compute(backend)).hexdigest(), str(backend.device)
+"""
+_WORKER_SCRIPT = _OUTPUTS + """
 from mmverify.models.served import model_client, use_model_process
 use_model_process(sys.argv[1], sys.argv[2])
-clap = HFClap(source=sys.argv[3], batch_size=4)
-clap.server = model_client()
-rng = np.random.default_rng(5)
-clips = [(rng.standard_normal(int(n)) * 0.3).astype(np.float32) for n in rng.integers(1, 48_000 * 12, size=6)]
-rows = clap.embed_audio(clips).tobytes() + clap.embed_text(["rain", "a dog barks twice"]).tobytes()
-print(hashlib.sha256(rows).hexdigest(), clap.device, sorted(set(sys.modules) & {"torch", "transformers"}))
+digest, device = outputs(sys.argv[3], sys.argv[4], model_client())
+print(digest, device, sorted(set(sys.modules) & {"torch", "transformers"}))
 """
+_SERVED_KINDS = {"clap": "audio_text=clap-hf@{}?batch_size=4", "whisper": "transcriber=whisper-hf@{}?batch_size=3&max_new_tokens=4",
+                 "speaker": "speaker=wavlm-sv@{}?batch_size=3", "gender": "gender=gender-w2v2@{}?batch_size=3"}  # fmt: skip
 
 
 @pytest.mark.slow
-def test_a_worker_process_scores_through_the_model_process_without_importing_torch(model_process, tiny_clap):  # noqa: F811
-    """A worker asks the model process for its device and its CLAP's settings: it imports neither
-    torch nor transformers, and embeds the bytes of a local model."""
-    import hashlib
+def test_a_worker_process_computes_through_the_model_process_without_importing_torch(tmp_path, tiny_clap):  # noqa: F811
+    """A worker asks the model process for its device and its models' settings: it imports
+    neither torch nor transformers, and each servable kind gives the bytes of a local model."""
     import os
     import subprocess
     import sys
 
+    from mmverify.testing.speech_models import build_wav2vec2_gender, build_wavlm_xvector
+    from tests.models.test_whisper import build_tiny_hf_whisper
+
+    paths = {
+        "clap": tiny_clap, "whisper": build_tiny_hf_whisper(tmp_path / "whisper", max_length=24),
+        "speaker": build_wavlm_xvector(tmp_path / "wavlm"), "gender": build_wav2vec2_gender(tmp_path / "gender"),
+    }  # fmt: skip
+    models = [spec.format(paths[kind]) for kind, spec in _SERVED_KINDS.items()]
+    process = ModelProcess(ScoringContext(models=models, env={"MMVERIFY_NO_OUTPUT_CACHE": "1"}))
+    local: dict = {}
+    exec(_OUTPUTS, local)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run(
-        [sys.executable, "-c", _WORKER_SCRIPT, model_process.address, model_process.token, str(tiny_clap)],
-        capture_output=True, text=True, timeout=SAFETY_S * 5, env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    digest, device, imported = done.stdout.split(maxsplit=2)
-    local = HFClap(source=str(tiny_clap), batch_size=4)
-    rng = np.random.default_rng(5)
-    clips = [(rng.standard_normal(int(n)) * 0.3).astype(np.float32) for n in rng.integers(1, 48_000 * 12, size=6)]
-    rows = local.embed_audio(clips).tobytes() + local.embed_text(["rain", "a dog barks twice"]).tobytes()
-    assert (digest, device, imported.strip()) == (hashlib.sha256(rows).hexdigest(), local.device, "[]")
+    try:
+        for kind, path in paths.items():
+            done = subprocess.run(
+                [sys.executable, "-c", _WORKER_SCRIPT, process.address, process.token, kind, str(path)],
+                capture_output=True, text=True, timeout=SAFETY_S * 5, env=env,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            digest, device, imported = done.stdout.split(maxsplit=2)
+            assert (digest, device, imported.strip()) == (*local["outputs"](kind, str(path)), "[]"), kind
+    finally:
+        process.stop()
 
 
 def test_a_served_backend_meets_the_device_the_model_process_refuses(model_process, tiny_clap):  # noqa: F811
@@ -511,6 +542,18 @@ def _backends(kind: str, root: Path) -> tuple[str, type, dict, object]:
 
         path = build_wavlm_xvector(root / "wavlm")
         return f"speaker=wavlm-sv@{path}?batch_size=3", WavLMSpeaker, {"source": str(path), "batch_size": 3}, lambda b: b.embed(_speech(6, 3)).tobytes()
+    if kind == "ecapa":
+        from mmverify.models.speaker import EcapaSpeaker
+        from tests.models.test_speaker import build_tiny_ecapa
+
+        path, _ = build_tiny_ecapa(root / "ecapa")
+        return f"speaker=ecapa@{path}?batch_size=3", EcapaSpeaker, {"source": str(path), "batch_size": 3}, lambda b: b.embed(_speech(6, 5)).tobytes()
+    if kind == "resemblyzer":
+        from mmverify.models.speaker import ResemblyzerSpeaker
+        from mmverify.testing.speech_models import voiced_clips
+
+        clips = voiced_clips(4, 2.5) + _speech(2, 6)  # voiced ones, and ones its voice detector may drop
+        return "speaker=resemblyzer", ResemblyzerSpeaker, {}, lambda b: b.embed(clips).tobytes()
     from mmverify.models.dreamsim import DreamSimBackend
     from mmverify.testing.dreamsim_release import write_release
 
@@ -523,12 +566,14 @@ def _backends(kind: str, root: Path) -> tuple[str, type, dict, object]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["whisper-hf", "gender-w2v2", "wavlm-sv", "dreamsim"])
+@pytest.mark.parametrize("kind", ["whisper-hf", "gender-w2v2", "wavlm-sv", "ecapa", "resemblyzer", "dreamsim"])
 def test_every_servable_backend_computes_the_bytes_of_a_local_one(kind, tmp_path, monkeypatch, serving_here):
     from contextlib import nullcontext
 
     from tests.tasks.speech_task_fixtures import use_models
 
+    for package in {"ecapa": ("speechbrain",), "resemblyzer": ("resemblyzer", "webrtcvad")}.get(kind, ()):
+        pytest.importorskip(package)
     narrow = nullcontext()
     if kind == "dreamsim":
         pytest.importorskip("dreamsim")
@@ -548,7 +593,9 @@ def test_every_servable_backend_computes_the_bytes_of_a_local_one(kind, tmp_path
         monkeypatch.setattr(serving_module, "_launch", lambda *args: launched.append(args[1].get("kind")) or original(*args))
         assert compute(served) == expected
         assert any(kind is not None for kind in launched)  # the batches were computed by the serving loop
-        assert not any(getattr(served, weights, None) is not None for weights in ("_model", "model"))  # only settings were loaded here
+        weights = ("_model", "model", "_encoder", "_net")
+        assert any(getattr(local, name, None) is not None for name in weights)
+        assert not any(getattr(served, name, None) is not None for name in weights)  # only settings were loaded here
 
 
 class _ServingHere:

@@ -26,11 +26,23 @@ from .clips import ClipBackend, TransformersClipModel, conv_min_samples, describ
 
 
 class SpeakerBackend(ClipBackend):
+    """What the speaker models share: one embedding size (``_dim``, set by each ``_load``), zero rows
+    for silent clips, and serving from a model process (a worker's copy needs only the size)."""
+
     capability = "speaker"
     kind = "speaker_embedding"
+    servable = True
+    _dim: int
 
     def embedding_dim(self) -> int:
-        raise NotImplementedError
+        self.ensure_loaded()
+        return self._dim
+
+    def worker_settings(self) -> dict[str, Any]:
+        return {"dim": self._dim}  # a silent clip's zero row has it
+
+    def adopt(self, settings: dict[str, Any]) -> None:
+        self._dim = int(settings["dim"])
 
     def _embed_voiced(self, clips: list[np.ndarray]) -> np.ndarray:
         """Raw embeddings (N, D) of clips that all carry signal."""
@@ -100,16 +112,6 @@ class WavLMSpeaker(TransformersClipModel, SpeakerBackend):
         self._min_samples = conv_min_samples(config.conv_kernel, config.conv_stride, dilated + 2)
         self._dim = int(config.xvector_output_dim)
 
-    def embedding_dim(self) -> int:
-        self.ensure_loaded()
-        return self._dim
-
-    def worker_settings(self) -> dict[str, Any]:
-        return {"dim": self._dim}  # a silent clip's zero row has it
-
-    def adopt(self, settings: dict[str, Any]) -> None:
-        self._dim = int(settings["dim"])
-
     def _embed_voiced(self, clips: list[np.ndarray]) -> np.ndarray:
         torch = self._torch
         padded = [pad_to(clip, self._min_samples) for clip in clips]
@@ -176,10 +178,6 @@ class EcapaSpeaker(SpeakerBackend):
         with torch.inference_mode():
             probe = self._encoder.encode_batch(torch.zeros(1, self._min_samples, device=self.device))
         self._dim = int(probe.shape[-1])
-
-    def embedding_dim(self) -> int:
-        self.ensure_loaded()
-        return self._dim
 
     def _embed_voiced(self, clips: list[np.ndarray]) -> np.ndarray:
         torch = self._torch
@@ -256,10 +254,6 @@ class ResemblyzerSpeaker(SpeakerBackend):
         self._net = net.to(self.device).eval()
         self._dim = int(dim)
         self._torch = torch
-
-    def embedding_dim(self) -> int:
-        self.ensure_loaded()
-        return self._dim
 
     @property
     def rows_per_forward(self) -> int | None:

@@ -127,9 +127,24 @@ class WhisperBase(Backend):
             raise ValueError("max_new_tokens must be >= 1")
         self.cache = cache
         self.max_new_tokens = max_new_tokens
+        self._tables: tuple[dict[str, str], dict[str, str]] | None = None
 
     def _language_tables(self) -> tuple[dict[str, str], dict[str, str]]:
+        """Whisper's languages (code -> name) and names -> codes, read once (a served copy's
+        come from the model process: see :meth:`worker_settings`)."""
+        if self._tables is None:
+            self._tables = self._read_language_tables()
+        return self._tables
+
+    def _read_language_tables(self) -> tuple[dict[str, str], dict[str, str]]:
         raise NotImplementedError
+
+    def worker_settings(self) -> dict[str, Any]:
+        languages, to_code = self._language_tables()
+        return {"languages": dict(languages), "to_code": dict(to_code)}
+
+    def adopt(self, settings: dict[str, Any]) -> None:
+        self._tables = (dict(settings["languages"]), dict(settings["to_code"]))
 
     def transcribe(
         self, clips: Sequence[np.ndarray], language: str | None = None, max_seconds: float | None = None
@@ -145,8 +160,8 @@ class WhisperBase(Backend):
         if max_seconds is not None:
             limit = int(round(float(max_seconds) * self.sample_rate))
             arrays = [array[:limit] for array in arrays]
-        code = _language_code(self.default_language if language is None else language, *self._language_tables())
         self.ensure_loaded()
+        code = _language_code(self.default_language if language is None else language, *self._language_tables())
         texts: list[str | None] = [None] * len(arrays)
         keys: list[str | None] = [None] * len(arrays)
         todo: list[int] = []
@@ -293,7 +308,7 @@ class HFWhisper(WhisperBase):
             raise ModelUnavailable(self.name, f"extractor makes {mel.settings.n_mels} mel bins, the model takes {expected}")
         return mel
 
-    def _language_tables(self) -> tuple[dict[str, str], dict[str, str]]:
+    def _read_language_tables(self) -> tuple[dict[str, str], dict[str, str]]:
         from transformers.models.whisper.tokenization_whisper import LANGUAGES, TO_LANGUAGE_CODE
 
         return LANGUAGES, TO_LANGUAGE_CODE

@@ -116,7 +116,7 @@ class OpenAIWhisper(WhisperBase):
             raise ModelUnavailable(self.name, f"{path}: weights do not fit the declared dims ({exc})") from None
         self.model = model.to(self.device).eval()
 
-    def _language_tables(self) -> tuple[dict[str, str], dict[str, str]]:
+    def _read_language_tables(self) -> tuple[dict[str, str], dict[str, str]]:
         from whisper.tokenizer import LANGUAGES, TO_LANGUAGE_CODE
 
         return LANGUAGES, TO_LANGUAGE_CODE
