@@ -201,6 +201,10 @@ def test_doctor_and_dry_run_check_the_judge_of_each_role_and_distinct_readers(mo
     for second, alike in ((f"{tmp_path}/x/../ckpt", True), (copy, True), (other, False)):
         doctor = runner.invoke(app, ["doctor", "--missing", "--vlm-model", f"transformers:{local}", "--vlm-role", f"ocr_second=transformers:{second}"])
         assert ("distinct judges (ocr, ocr_second)" in _flat(doctor.output)) == alike, (second, doctor.output)
+    # settings no judge can be built from are not ready (scoring would fail on them), and doctor says why
+    limits = runner.invoke(app, ["doctor", "--missing", *judge[:4], "--vlm-role", "ocr_second=other@http://127.0.0.1:9/v1"],
+                           env={"MMVERIFY_VLM_TIMEOUT": "0"})  # fmt: skip
+    assert limits.exit_code == 0 and "i_ocr_multi_lingual" in limits.output and "finite timeout" in _flat(limits.output), limits.output
     # each requirement is listed once, for every task
     for entry in readiness():
         assert len({r.what for r in entry.requirements}) == len(entry.requirements), entry

@@ -173,6 +173,12 @@ def test_clips_are_hashed_only_where_a_crop_or_the_cache_needs_it(tiny_clap, cli
     assert some_digests == [d if len(c) > window else None for c, d in zip(clips, all_digests)]
 
 
+def test_preparing_clips_loads_the_window_first(tiny_clap, clips):
+    """The window is the checkpoint's: a backend not yet loaded loads it before cutting a clip."""
+    prepared, _ = HFClap(source=str(tiny_clap)).prepare(clips, "repeat")
+    assert [len(c) for c in prepared] == [min(len(c), 10 * SR) for c in clips]
+
+
 def test_zero_padding_fills_the_window_with_silence(tiny_clap, clips):
     from transformers import ClapFeatureExtractor
 

@@ -216,7 +216,8 @@ def outputs(kind, path, server=None):
 """
 _WORKER_SCRIPT = _OUTPUTS + """
 from mmverify.models.served import model_client, use_model_process
-use_model_process(sys.argv[1], sys.argv[2])
+if sys.argv[1]:  # a worker of that model process; else the local model, in a process as fresh
+    use_model_process(sys.argv[1], sys.argv[2])
 digest, device = outputs(sys.argv[3], sys.argv[4], model_client())
 print(digest, device, sorted(set(sys.modules) & {"torch", "transformers"}))
 """
@@ -241,20 +242,62 @@ def test_a_worker_process_computes_through_the_model_process_without_importing_t
     }  # fmt: skip
     models = [spec.format(paths[kind]) for kind, spec in _SERVED_KINDS.items()]
     process = ModelProcess(ScoringContext(models=models, env={"MMVERIFY_NO_OUTPUT_CACHE": "1"}))
-    local: dict = {}
-    exec(_OUTPUTS, local)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH")]))}
+
+    def computed(kind: str, address: str = "", token: str = "") -> tuple[str, str, str]:
+        """(digest of the outputs, device, what of torch and transformers was imported), in a new process."""
+        done = subprocess.run(
+            [sys.executable, "-c", _WORKER_SCRIPT, address, token, kind, str(paths[kind])],
+            capture_output=True, text=True, timeout=SAFETY_S * 5, env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        digest, device, imported = done.stdout.split(maxsplit=2)
+        return digest, device, imported.strip()
+
     try:
-        for kind, path in paths.items():
-            done = subprocess.run(
-                [sys.executable, "-c", _WORKER_SCRIPT, process.address, process.token, kind, str(path)],
-                capture_output=True, text=True, timeout=SAFETY_S * 5, env=env,
-            )  # fmt: skip
-            assert done.returncode == 0, done.stderr
-            digest, device, imported = done.stdout.split(maxsplit=2)
-            assert (digest, device, imported.strip()) == (*local["outputs"](kind, str(path)), "[]"), kind
+        for kind in paths:
+            digest, device, imported = computed(kind, process.address, process.token)
+            assert imported == "[]", kind
+            assert (digest, device) == computed(kind)[:2], kind
     finally:
         process.stop()
+
+
+def test_a_served_clap_asks_the_shapes_of_a_calls_texts_at_once(serving_here, tmp_path, monkeypatch, tiny_clap):  # noqa: F811
+    """A served CLAP has no tokenizer: the model process counts the texts of an embed_text call in
+    one question (not one per text, which would wait behind the worker's batches each time)."""
+    from tests.tasks.speech_task_fixtures import use_models
+
+    use_models(monkeypatch, tmp_path / "cache", f"audio_text=clap-hf@{tiny_clap}?batch_size=4")
+    monkeypatch.setenv("MMVERIFY_NO_OUTPUT_CACHE", "1")
+    asked = []
+    original = serving_module._answer_question
+    monkeypatch.setattr(serving_module, "_answer_question", lambda *args: asked.append(args[1]["ask"]) or original(*args))
+    texts = ["rain", "a dog barks", "", "rain", "an engine idles in the street at night", "wind"]
+    local, served = HFClap(source=str(tiny_clap), batch_size=4), HFClap(source=str(tiny_clap), batch_size=4)
+    served.server = serving_here
+    assert served.embed_text(texts).tobytes() == local.embed_text(texts).tobytes()
+    assert asked.count("text_shapes") == 1 and asked.count("settings") == 1
+
+
+def test_a_message_without_its_id_ends_its_connection_alone(tmp_path, monkeypatch):
+    """A reply must name the message it answers: one without an id ends that worker's connection
+    (the worker then ends, as when its model process goes away), with no thread failing."""
+    failed = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: failed.append(args.exc_type))
+    with serving_loop(tmp_path / "socket") as address:
+        other = ModelClient(address, "token")
+        connection = socket.socket(socket.AF_UNIX)
+        connection.connect(address)
+        with connection, connection.makefile("rwb", buffering=0) as stream:
+            write_message(stream, {"hello": PROTOCOL, "token": "token"})
+            assert read_message(stream)[0]["ready"] == PROTOCOL
+            write_message(stream, {"ask": "device", "arrays": [], "batch": None})
+            with pytest.raises(EOFError):
+                read_message(stream)
+        assert other.device(None) == "cpu"  # the other connection is still answered
+        close(other)
+    assert failed == []
 
 
 def test_a_served_backend_meets_the_device_the_model_process_refuses(model_process, tiny_clap):  # noqa: F811

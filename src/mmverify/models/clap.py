@@ -109,17 +109,20 @@ class ClapBackend(Backend):
 
     def _cached(
         self, kind: str, keys: list[str], items: list[Any], forward_kind: Any,
-        shape: Callable[[Any], Any] | None = None, prepare: Callable[[Any], Any] | None = None,
+        shapes: Callable[[list[Any]], Callable[[Any], Any]] | None = None, prepare: Callable[[Any], Any] | None = None,
     ) -> np.ndarray:
         """Unit rows of ``items``: cached ones looked up, the rest computed through
         :func:`~mmverify.models.batching.forward` (``forward_kind`` names the computation, see
-        :meth:`computation`; ``prepare`` makes an item what is computed)."""
+        :meth:`computation`; ``shapes`` gives, for the items to compute, what decides an item's
+        input shape; ``prepare`` makes an item what is computed)."""
         rows: list[np.ndarray | None] = [None] * len(items)
         if self.cache is not None:
             for i, key in enumerate(keys):
                 rows[i] = self.cache.get_array(key)
         todo = [i for i, row in enumerate(rows) if row is None]
-        embedded = self.run_batched(forward_kind, [items[i] for i in todo], self.computation(forward_kind), shape, prepare)
+        computed = [items[i] for i in todo]
+        shape = shapes(computed) if shapes is not None and computed else None
+        embedded = self.run_batched(forward_kind, computed, self.computation(forward_kind), shape, prepare)
         for i, row in zip(todo, embedded):
             rows[i] = row
             if self.cache is not None:
@@ -190,11 +193,12 @@ class ClapBackend(Backend):
         keys = [
             OutputCache.key(self.fingerprint, "clap_text", hashlib.sha256(t.encode("utf-8")).hexdigest()) for t in items
         ] if self.cache is not None else []
-        return self._cached("clap_text", keys, items, "clap_text", self._text_shape)
+        return self._cached("clap_text", keys, items, "clap_text", self._text_shapes)
 
-    def _text_shape(self, text: str) -> Any:
-        """What decides a text's input shape: texts of one shape share a batch unpadded."""
-        return None
+    def _text_shapes(self, texts: list[str]) -> Callable[[str], Any]:
+        """What decides the input shape of each of ``texts``: texts of one shape share a batch
+        unpadded."""
+        return lambda text: None
 
 
 class ClapFrontEnd:

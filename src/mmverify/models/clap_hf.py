@@ -18,7 +18,7 @@ import threading
 from contextlib import nullcontext
 from operator import methodcaller
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -92,8 +92,7 @@ class HFClap(ClapBackend):
         self._fusion = False
         self._projection_dim = 0
         self._window = 0  # samples the model sees of a clip (the extractor's nb_max_samples)
-        self._text_shapes: dict[str, int] = {}  # served: each text's shape, as the model process said
-        self._shapes_lock = threading.Lock()
+        self._tokenizing = threading.Lock()  # shapes are counted while batches are tokenized
 
     @property
     def fingerprint(self) -> str:
@@ -104,6 +103,7 @@ class HFClap(ClapBackend):
         return ";".join([super().fingerprint, *tags])
 
     def _max_samples(self) -> int:
+        self.ensure_loaded()  # the checkpoint's extractor (or the model process) sets the window
         return self._window
 
     def embedding_dim(self) -> int:
@@ -219,27 +219,22 @@ class HFClap(ClapBackend):
             output = self._model.get_audio_features(input_features=features, is_longer=is_longer)
             return HostCopy(_pooled(output).float())
 
-    def _text_shape(self, text: str) -> int:
-        # the tokenizer pads to the longest text of a batch: only texts of one length share one
-        if self.server is not None:
-            return self._served_text_shape(text)
-        return len(self._tokenizer(text, truncation=True, max_length=self._max_text_tokens)["input_ids"])
+    def _text_shapes(self, texts: list[str]) -> Callable[[str], int]:
+        # the tokenizer pads to the longest text of a batch: only texts of one length share one.  A
+        # served copy has no tokenizer: the model process counts a call's texts, in one question.
+        if self.server is None:
+            return self._text_shape
+        counts = self.server.ask("text_shapes", texts, backend=self)
+        return dict(zip(texts, (int(count) for count in counts))).__getitem__
 
-    def _served_text_shape(self, text: str) -> int:
-        """A text's shape as the model process's tokenizer counts it, asked once per text."""
-        with self._shapes_lock:
-            known = self._text_shapes.get(text)
-        if known is None:
-            known = int(self.server.ask("text_shapes", [text], backend=self)[0])
-            with self._shapes_lock:
-                self._text_shapes[text] = known
-        return known
+    def _text_shape(self, text: str) -> int:
+        with self._tokenizing:
+            return len(self._tokenizer(text, truncation=True, max_length=self._max_text_tokens)["input_ids"])
 
     def _compute_text(self, texts: list[str]) -> np.ndarray:
         torch = self._torch
-        tokens = self._tokenizer(
-            texts, padding=True, truncation=True, max_length=self._max_text_tokens, return_tensors="pt"
-        )
+        with self._tokenizing:  # its padding and truncation are set per call, in the tokenizer
+            tokens = self._tokenizer(texts, padding=True, truncation=True, max_length=self._max_text_tokens, return_tensors="pt")
         with torch.inference_mode():
             output = self._model.get_text_features(
                 input_ids=tokens["input_ids"].to(self.device),

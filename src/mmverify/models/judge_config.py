@@ -222,7 +222,7 @@ def shared_model(first: Any, second: Any) -> str | None:
     ``model_id``s (an endpoint judge's model name; an in-process judge's checkpoint digest and
     device type).  A task that compares two judges' readings refuses such a pair, and
     ``mmverify doctor`` says so, by this one test."""
+    if second is first:  # one configuration: nothing to read (an in-process judge's id hashes its checkpoint)
+        return str(getattr(first, "model_id", None) or type(first).__name__)
     first_id, second_id = getattr(first, "model_id", None), getattr(second, "model_id", None)
-    if second is first or (first_id is not None and first_id == second_id):
-        return str(first_id or type(first).__name__)
-    return None
+    return str(first_id) if first_id is not None and first_id == second_id else None

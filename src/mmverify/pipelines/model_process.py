@@ -176,6 +176,8 @@ def serve_connection(connection: socket.socket, token: str, backends: _Backends)
         buffers = KeptBuffers()
         while True:
             header, payload = read_message(stream, payload=buffers.take)
+            if not isinstance(header.get("id"), int):  # no reply could name what it answers
+                raise ProtocolError("a message without its id")
             try:
                 replies.put(_launch(backends, header, payload))
             except Exception as exc:  # noqa: BLE001

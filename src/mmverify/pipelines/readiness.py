@@ -68,6 +68,8 @@ def judge_requirement(role: str) -> Requirement:
     variable is only noted: servers on this machine often take none."""
     import os
 
+    from ..models.base import ModelUnavailable
+    from ..models.hub import get_hub
     from ..models.judge_config import LOCAL_PREFIX, config_from_env
     from ..models.judge_endpoint import check_base_url, is_loopback, without_credentials
     from ..models.judge_local import TransformersVLMJudge
@@ -82,8 +84,9 @@ def judge_requirement(role: str) -> Requirement:
     assert config.base_url is not None
     try:
         check_base_url(config.base_url, "the judge's base URL")
-    except ValueError as exc:
-        return Requirement(what, False, str(exc))
+        get_hub().judge(role)  # as scoring builds it: its limits and URL checked
+    except (ValueError, ModelUnavailable) as exc:
+        return Requirement(what, False, exc.message if isinstance(exc, ModelUnavailable) else str(exc))
     notes = []
     if config.offline and not is_loopback(config.base_url):
         notes.append("offline: cached replies only")
@@ -111,19 +114,18 @@ def distinct_judges_requirement(roles: tuple[str, ...], fix: str) -> Requirement
     judges); None while one of them is not configured or not usable (its own requirement says so)."""
     from itertools import combinations
 
-    from ..models.base import ModelUnavailable
     from ..models.hub import get_hub
     from ..models.judge_config import config_from_env, shared_model
 
     configs = [config_from_env(role) for role in roles]
     if any(config is None for config in configs):
         return None
+    what = f"distinct judges ({', '.join(roles)})"
     try:
         judges = [get_hub().judge(role) for role in roles]
         shared = next(filter(None, (shared_model(first, second) for first, second in combinations(judges, 2))), None)
-    except ModelUnavailable:  # a local checkpoint that is not there: no model_id to compare
+    except Exception:  # noqa: BLE001  (a judge that cannot be built or hashed: its own requirement says why)
         return None
-    what = f"distinct judges ({', '.join(roles)})"
     if shared is not None:
         return Requirement(what, False, fix.format(model=shared))
     return Requirement(what, True, ", ".join(config.model for config in configs if config is not None))
