@@ -62,3 +62,10 @@ def test_a_readme_python_example_runs_and_gives_what_it_promises(start, code, tm
         else:
             exec(compile(ast.Module([statement], []), f"README.md:{start}", "exec"), namespace)
     assert checked == sum(promised(line)[0] for line in lines)  # no promise left unchecked
+
+
+def test_the_readme_counts_the_bad_inputs_the_robustness_corpus_holds():
+    from tests.robustness.corpus import all_cases
+
+    stated = re.search(r"generates (\d+) kinds of bad", README)
+    assert stated is not None and int(stated.group(1)) == len(all_cases())
