@@ -34,6 +34,7 @@ import argparse
 import csv
 import functools
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -291,6 +292,67 @@ class RowClock:
         return (high[1] - low[1]) / (high[0] - low[0])
 
 
+def process_cpu() -> dict[int, tuple[int, float]]:
+    """This process's descendants, each pid with its parent's pid and the CPU seconds it has spent
+    (``/proc/<pid>/stat``: fields 4, 14 and 15), less multiprocessing's resource tracker."""
+    tick, table = os.sysconf("SC_CLK_TCK"), {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if b"resource_tracker" in (entry / "cmdline").read_bytes():
+                    continue
+            except OSError:  # ended meanwhile
+                continue
+            table[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    ours, frontier = {}, [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, cpu) in table.items():
+            if ppid == parent:
+                ours[pid] = (ppid, cpu)
+                frontier.append(pid)
+    return ours
+
+
+class CpuWatch:
+    """The CPU a run's processes spent, as cores busy over its wall time: this process, and each
+    process under it (workers, a model process, decoding processes).  A thread reads ``/proc``
+    twice a second, so a process that ends with the run counts up to its last reading; one
+    saturated core (a process near 1.0) is where an interpreter lock bounds the run."""
+
+    def __init__(self) -> None:
+        self.spent: dict[int, float] = {}  # pid -> CPU seconds since the watch began
+        self._before: dict[int, tuple[int, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self.wall = self.own = 0.0
+
+    def __enter__(self) -> "CpuWatch":
+        self._before, self._own, self._began = process_cpu(), sum(os.times()[:2]), time.perf_counter()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._read()
+        self.wall, self.own = time.perf_counter() - self._began, sum(os.times()[:2]) - self._own
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.5):
+            self._read()
+
+    def _read(self) -> None:
+        for pid, (_, seconds) in process_cpu().items():
+            self.spent[pid] = seconds - self._before.get(pid, (0, 0.0))[1]
+
+    def summary(self) -> str:
+        """``this process / the busiest under it / all under it (how many)``, in cores busy."""
+        cores = sorted((seconds / self.wall for seconds in self.spent.values()), reverse=True) if self.wall else []
+        return f"{self.own / self.wall if self.wall else float('nan'):.2f}/{cores[0] if cores else 0.0:.2f}/{sum(cores):.1f} ({len(cores)})"
+
+
 def worker_rates(
     name: str, spec_for: Callable[[int], str], items: list[dict], backend_rate: Callable[[], float], args: argparse.Namespace, root: Path,
     env: dict, setting: WorkerSetting,
@@ -321,7 +383,7 @@ def worker_rates(
                 source, out, workers=workers, in_flight=flight, decode_processes=decoding, timeout=None, context=context,
                 model_process=served,
             )  # fmt: skip
-            with RowClock(out / "results.jsonl") as clock:
+            with RowClock(out / "results.jsonl") as clock, CpuWatch() as cpu:
                 began = time.perf_counter()
                 path = run_score(config).results_path
                 ended = time.perf_counter()
@@ -329,7 +391,7 @@ def worker_rates(
             flowing.setdefault(label, []).append(clock.rate(written))
             middle.setdefault(label, []).append(clock.middle_rate(written))
             if label == "together" and clock.first_at:
-                phases.append((clock.first_at - began, ended - clock.last_at))
+                phases.append((clock.first_at - began, ended - clock.last_at, cpu.summary()))
             return path
 
         run(warm, root / f"warm-{label}-{tag}")
@@ -346,8 +408,9 @@ def worker_rates(
         "max_delta": max(abs(a["score"] - b["score"]) for a, b in pairs) if scored else float("nan"), "backend": backend_rate(),
         "flowing": max((rate for rate in flowing["together"] if rate == rate), default=float("nan")),  # NaN: none measurable
         "middle": max((rate for rate in middle["together"] if rate == rate), default=float("nan")),
-        # the quickest start (to the first rows) and end (after the last) of the runs together
-        "start_s": min((start for start, _ in phases), default=float("nan")), "end_s": min((end for _, end in phases), default=float("nan")),
+        # the quickest start (to the first rows) and end (after the last) of the runs together, and the last one's CPU
+        "start_s": min((start for start, _, _ in phases), default=float("nan")), "end_s": min((end for _, end, _ in phases), default=float("nan")),
+        "cores": phases[-1][2] if phases else "-",
     }  # fmt: skip
 
 
@@ -478,11 +541,12 @@ def print_score_header(args: argparse.Namespace) -> None:
     print("mmverify score, worker start-up and model loading included "
           "(once rows flow: from the first rows written to the last; middle: from a tenth of the rows written to nine tenths; "
           "to first rows: from the call to them; "
-          "after last: from the last rows to the run's end, its processes stopped)", flush=True)  # fmt: skip
+          "after last: from the last rows to the run's end, its processes stopped; "
+          "CPU cores: busy over the run in this process / the busiest process under it / all under it (how many))", flush=True)  # fmt: skip
     print(
         f"{'task':32} {'setting':>30} {'one by one':>14} {'together':>14} {'speed-up':>9}  together/backend  "
         f"{'once rows flow':>14}  flowing/backend  {'middle':>12}  middle/backend  {'to first rows':>13}  {'after last':>10}  "
-        f"max |score difference| (batch shapes 1 and {args.batch_size})", flush=True,
+        f"{'CPU cores':>18}  max |score difference| (batch shapes 1 and {args.batch_size})", flush=True,
     )  # fmt: skip
 
 
@@ -491,7 +555,7 @@ def print_score_row(r: dict[str, Any]) -> None:
         f"{r['task']:32} {r['setting']:>30} {r['one_by_one']:10.1f} it/s {r['together']:10.1f} it/s {r['speedup']:8.2f}x  "
         f"{r['together'] / r['backend']:16.2f}  {r['flowing']:9.1f} it/s  {r['flowing'] / r['backend']:15.2f}  "
         f"{r['middle']:7.1f} it/s  {r['middle'] / r['backend']:14.2f}  "
-        f"{r['start_s']:11.2f} s  {r['end_s']:8.2f} s  {r['max_delta']:.2g}", flush=True,
+        f"{r['start_s']:11.2f} s  {r['end_s']:8.2f} s  {r['cores']:>18}  {r['max_delta']:.2g}", flush=True,
     )  # fmt: skip
 
 

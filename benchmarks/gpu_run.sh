@@ -12,7 +12,8 @@
 #   bash benchmarks/gpu_run.sh embed     # CLAP embed_audio alone over 2,048 clips, with its diagnostics (~190 s on an H100)
 #   bash benchmarks/gpu_run.sh workers   # CLAP at scale, one run of the benchmark: `mmverify score --workers 8 --model-process`,
 #                                        # then `--workers 12 --model-process`, over 16,384 items (ITEMS=N), with their rates
-#                                        # once rows flow and in the middle of the run (worker start-up left out);
+#                                        # once rows flow and in the middle of the run (worker start-up left out), and
+#                                        # the cores each kind of process kept busy (the parent, the busiest child, all);
 #                                        # SETTINGS=4m,4,8m:1 scores other settings (batched_scoring.py --workers: N, Nm with
 #                                        # a model process, :K decoding processes each)
 #   bash benchmarks/gpu_run.sh all       # one call of under 10 minutes (a 15-minute device lease): the CLAP

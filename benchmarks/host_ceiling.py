@@ -53,7 +53,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from batched_scoring import CLASSES, esc50_references, rate_of, refuse_error_rows, write_clips  # noqa: E402
+from batched_scoring import CLASSES, esc50_references, process_cpu, rate_of, refuse_error_rows, write_clips  # noqa: E402
 from mmverify.models.clap_hf import HFClap  # noqa: E402
 from mmverify.pipelines.reward import Reward  # noqa: E402
 from mmverify.testing.tiny_models import build_tiny_clap  # noqa: E402
@@ -141,29 +141,6 @@ def trial(label: str, reward: Reward, items: list[dict], alone: float) -> None:
     refuse_error_rows(label, rows)
     rate = len(items) / wall
     print(f"  {label:24} {rate:8.1f} items/s  {rate / alone:5.2f} of alone  process {(sum(os.times()[:2]) - cpu) / wall:4.1f} cores", flush=True)
-
-
-def process_cpu() -> dict[int, tuple[int, float]]:
-    """This process's descendants, each pid with its parent's pid and the CPU seconds it has spent
-    (``/proc/<pid>/stat``: fields 4, 14 and 15), less multiprocessing's resource tracker."""
-    tick, table = os.sysconf("SC_CLK_TCK"), {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                if b"resource_tracker" in (entry / "cmdline").read_bytes():
-                    continue
-            except OSError:  # ended meanwhile
-                continue
-            table[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
-    ours, frontier = {}, [os.getpid()]
-    while frontier:
-        parent = frontier.pop()
-        for pid, (ppid, cpu) in table.items():
-            if ppid == parent:
-                ours[pid] = (ppid, cpu)
-                frontier.append(pid)
-    return ours
 
 
 def served_trial(label: str, reward: Reward, items: list[dict], alone: float) -> None:

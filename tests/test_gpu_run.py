@@ -65,7 +65,7 @@ def gpu_run(part: str, out: Path, **env: str) -> subprocess.CompletedProcess:
         }),
         ("embed", {"clap_frontend": ["embed_audio, torch front end, fp32", "embed_audio staged = earlier copies (bf16)", "same bytes"]}),
         ("workers", {
-            "score_workers": ["--workers 2 --model-process", "once rows flow", "middle/backend", "a_sound_cot (CLAP)"],
+            "score_workers": ["--workers 2 --model-process", "once rows flow", "middle/backend", "CPU cores", "(3)", "a_sound_cot (CLAP)"],
         }),
         ("ceiling", {
             "host_ceiling": ["launch 0 ms, device 1 ms a batch: backend alone", "decoding in item threads", "2 workers, model process", "CPU ms an item: this process"],
