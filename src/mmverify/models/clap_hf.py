@@ -103,7 +103,8 @@ class HFClap(ClapBackend):
         return ";".join([super().fingerprint, *tags])
 
     def _max_samples(self) -> int:
-        self.ensure_loaded()  # the checkpoint's extractor (or the model process) sets the window
+        if not self._window:  # set by the checkpoint's extractor (or the model process) on loading
+            self.ensure_loaded()
         return self._window
 
     def embedding_dim(self) -> int:
