@@ -138,11 +138,10 @@ TINY_HPARAMS = {
 }
 
 
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A beat_this checkpoint in the published layout: Lightning-style ``state_dict`` with a
-    ``model.`` prefix plus ``hyper_parameters``; weights are random, with a head scaled so the
-    logits cross zero and peaks (beats) come out."""
+def build_tiny_beat_this(path: Path) -> Path:
+    """A beat_this checkpoint at ``path`` in the published layout: Lightning-style ``state_dict``
+    with a ``model.`` prefix plus ``hyper_parameters``; weights are random, with a head scaled so
+    the logits cross zero and peaks (beats) come out."""
     pytest.importorskip("beat_this")
     import torch
 
@@ -158,9 +157,14 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
         head.weight.normal_(0.0, 1.0)
         head.bias.fill_(0.5)
     state = {f"model.{key}": value for key, value in model.state_dict().items()}
-    path = tmp_path_factory.mktemp("beat_this") / "tiny.ckpt"
+    path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"state_dict": state, "hyper_parameters": dict(TINY_HPARAMS), "epoch": 0}, path)
     return path
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_beat_this(tmp_path_factory.mktemp("beat_this") / "tiny.ckpt")
 
 
 def test_beat_this_tiny_checkpoint(tiny_checkpoint: Path) -> None:
@@ -178,6 +182,27 @@ def test_beat_this_tiny_checkpoint(tiny_checkpoint: Path) -> None:
     assert tracker.beats(click_track(120, seconds=1.0, sr=16000), 16000).dtype == np.float64
     assert tracker.beats(np.zeros(100, np.float32), SR).size == 0
     assert tracker.fingerprint.startswith("beat-this:")
+
+
+@pytest.mark.parametrize("sr", [SR, 16000, 44100])
+def test_beat_this_beats_are_beat_thiss_own_at_any_rate(tiny_checkpoint: Path, sr: int) -> None:
+    """The tracker resamples before the model is reached (so that a worker does it where a model
+    process tracks): its beats equal those of beat_this's own entry point, which resamples itself."""
+    from beat_this.inference import Audio2Beats
+
+    audio = click_track(96, seconds=4.0, sr=sr) + drum_track(96, 4.0, sr=sr)
+    published = Audio2Beats(checkpoint_path=str(tiny_checkpoint), device="cpu", float16=False, dbn=False)
+    expected = np.sort(np.asarray(published(audio, sr)[0], dtype=np.float64))
+    beats = BeatThisTracker(source=str(tiny_checkpoint), device="cpu").beats(audio, sr)
+    assert expected.size > 0
+    np.testing.assert_array_equal(beats, expected)
+
+
+def test_beat_this_keys_no_batch_shape(tiny_checkpoint: Path) -> None:
+    """One clip per forward: a batch size changes nothing its beats depend on, nor its cache keys."""
+    small, large = (BeatThisTracker(source=str(tiny_checkpoint), device="cpu", batch_size=n) for n in (1, 32))
+    assert small.rows_per_forward is None and ";rows=" not in small.fingerprint
+    assert small.fingerprint == large.fingerprint and small.fingerprint.endswith(";device=cpu")
 
 
 def test_beat_this_rejects_pickled_objects(tmp_path: Path) -> None:

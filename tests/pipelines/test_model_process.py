@@ -204,6 +204,9 @@ def outputs(kind, path, server=None):
     elif kind == "whisper":
         from mmverify.models.whisper import HFWhisper as Backend
         arguments, compute = {"batch_size": 3, "max_new_tokens": 4}, lambda b: json.dumps(b.transcribe(speech, language="en")).encode()
+    elif kind == "beats":
+        from mmverify.models.beats import BeatThisTracker as Backend
+        arguments, compute = {}, lambda b: b"".join(b.beats(clip, 16_000).tobytes() + b"|" for clip in speech)
     elif kind == "speaker":
         from mmverify.models.speaker import WavLMSpeaker as Backend
         arguments, compute = {"batch_size": 3}, lambda b: b.embed(speech).tobytes()
@@ -222,7 +225,8 @@ digest, device = outputs(sys.argv[3], sys.argv[4], model_client())
 print(digest, device, sorted(set(sys.modules) & {"torch", "transformers"}))
 """
 _SERVED_KINDS = {"clap": "audio_text=clap-hf@{}?batch_size=4", "whisper": "transcriber=whisper-hf@{}?batch_size=3&max_new_tokens=4",
-                 "speaker": "speaker=wavlm-sv@{}?batch_size=3", "gender": "gender=gender-w2v2@{}?batch_size=3"}  # fmt: skip
+                 "speaker": "speaker=wavlm-sv@{}?batch_size=3", "gender": "gender=gender-w2v2@{}?batch_size=3",
+                 "beats": "beat_tracker=beat-this@{}"}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -234,11 +238,13 @@ def test_a_worker_process_computes_through_the_model_process_without_importing_t
     import sys
 
     from mmverify.testing.speech_models import build_wav2vec2_gender, build_wavlm_xvector
+    from tests.models.test_beats import build_tiny_beat_this
     from tests.models.test_whisper import build_tiny_hf_whisper
 
     paths = {
         "clap": tiny_clap, "whisper": build_tiny_hf_whisper(tmp_path / "whisper", max_length=24),
         "speaker": build_wavlm_xvector(tmp_path / "wavlm"), "gender": build_wav2vec2_gender(tmp_path / "gender"),
+        "beats": build_tiny_beat_this(tmp_path / "beat_this" / "tiny.ckpt"),
     }  # fmt: skip
     models = [spec.format(paths[kind]) for kind, spec in _SERVED_KINDS.items()]
     process = ModelProcess(ScoringContext(models=models, env={"MMVERIFY_NO_OUTPUT_CACHE": "1"}))
@@ -591,6 +597,14 @@ def _backends(kind: str, root: Path) -> tuple[str, type, dict, object]:
 
         path, _ = build_tiny_ecapa(root / "ecapa")
         return f"speaker=ecapa@{path}?batch_size=3", EcapaSpeaker, {"source": str(path), "batch_size": 3}, lambda b: b.embed(_speech(6, 5)).tobytes()
+    if kind == "beat-this":
+        from mmverify.models.beats import BeatThisTracker
+        from tests.models.test_beats import build_tiny_beat_this, drum_track
+
+        path = build_tiny_beat_this(root / "beat_this" / "tiny.ckpt")
+        tracks = [drum_track(bpm, 3.0, sr=sr) for bpm, sr in ((90, 22050), (120, 16000), (150, 44100))]
+        rates = (22050, 16000, 44100)
+        return f"beat_tracker=beat-this@{path}", BeatThisTracker, {"source": str(path)}, lambda b: [b.beats(t, r).tolist() for t, r in zip(tracks, rates)]
     if kind == "resemblyzer":
         from mmverify.models.speaker import ResemblyzerSpeaker
         from mmverify.testing.speech_models import voiced_clips
@@ -609,13 +623,13 @@ def _backends(kind: str, root: Path) -> tuple[str, type, dict, object]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["whisper-hf", "gender-w2v2", "wavlm-sv", "ecapa", "resemblyzer", "dreamsim"])
+@pytest.mark.parametrize("kind", ["whisper-hf", "gender-w2v2", "wavlm-sv", "ecapa", "resemblyzer", "beat-this", "dreamsim"])
 def test_every_servable_backend_computes_the_bytes_of_a_local_one(kind, tmp_path, monkeypatch, serving_here):
     from contextlib import nullcontext
 
     from tests.tasks.speech_task_fixtures import use_models
 
-    for package in {"ecapa": ("speechbrain",), "resemblyzer": ("resemblyzer", "webrtcvad")}.get(kind, ()):
+    for package in {"ecapa": ("speechbrain",), "resemblyzer": ("resemblyzer", "webrtcvad"), "beat-this": ("beat_this",)}.get(kind, ()):
         pytest.importorskip(package)
     narrow = nullcontext()
     if kind == "dreamsim":

@@ -32,6 +32,17 @@ from .base import Availability, Backend, ModelUnavailable, is_local, missing_pac
 
 _CHECKPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _MIN_SECONDS = 0.1  # beat_this's STFT cannot pad shorter inputs; no beats fit in them anyway
+SPECTROGRAM_RATE = 22050  # the rate beat_this computes its spectrogram at
+
+
+def at_spectrogram_rate(signal: np.ndarray, sample_rate: int) -> np.ndarray:
+    """``signal`` at beat_this's spectrogram rate, resampled as beat_this itself does (soxr's
+    default quality) before it computes a spectrogram."""
+    if sample_rate == SPECTROGRAM_RATE:
+        return signal
+    import soxr
+
+    return soxr.resample(signal, in_rate=sample_rate, out_rate=SPECTROGRAM_RATE)
 
 
 def _beat_times(times: Any) -> np.ndarray:
@@ -54,6 +65,7 @@ class BeatThisTracker(Backend):
     bpm_estimator: ClassVar[str] = "count"  # the published BPM formula was used with this tracker
     default_source: ClassVar[str | None] = "final0"
     packages: ClassVar[tuple[str, ...]] = ("beat_this",)
+    servable: ClassVar[bool] = True  # a worker's copy resamples; the model process tracks (see .served)
 
     def _hint(self) -> str:
         return (
@@ -115,15 +127,31 @@ class BeatThisTracker(Backend):
         except (KeyError, RuntimeError, ValueError, pickle.UnpicklingError) as exc:
             raise ModelUnavailable(self.name, f"{path} is not a usable beat_this checkpoint ({exc})") from None
 
+    @property
+    def rows_per_forward(self) -> int | None:
+        return None  # one clip per forward: its beats never depend on other clips
+
+    def computation(self, kind: Any) -> Any:
+        if kind != "beats":
+            raise ValueError(f"{self.name} has no computation {kind!r}")
+        return self._track
+
+    def _track(self, signals: list[np.ndarray]) -> list[np.ndarray]:
+        """The beats of each clip, given at beat_this's spectrogram rate."""
+        outputs = []
+        for signal in signals:
+            beat_times, _downbeats = self._model(signal, SPECTROGRAM_RATE)
+            outputs.append(_beat_times(beat_times))
+        return outputs
+
     def beats(self, audio: np.ndarray, sample_rate: int) -> np.ndarray:
         signal = validate_waveform(audio, allow_empty=True, sample_rate=sample_rate)
         if signal.size < _MIN_SECONDS * sample_rate:
             return np.zeros(0, dtype=np.float64)
         self.ensure_loaded()
-        # beat_this resamples to its 22050 Hz spectrogram rate itself (soxr), as published
-        with self._lock:  # one model shared by threads: keep calls serial
-            beat_times, _downbeats = self._model(signal, int(sample_rate))
-        return _beat_times(beat_times)
+        # resampled here, where the item is prepared: beat_this skips its own step at this rate
+        signal = at_spectrogram_rate(signal, int(sample_rate))
+        return self.run_batched("beats", [signal], self._track)[0]
 
 
 def refine_tempo(envelope: np.ndarray, frame_rate: float, bpm: float, spread: float = 0.06) -> float:
