@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from mmverify.core.registry import UnknownIdError
-from mmverify.models.base import Backend, ModelUnavailable, checkpoint_digest
+from mmverify.models.base import Backend, ModelUnavailable
+from mmverify.models.digests import checkpoint_digest
 from mmverify.models.cache import OutputCache, array_digest
 from mmverify.models.hub import ModelHub, parse_spec, parse_specs
 

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from mmverify.core import hashing
-from mmverify.models import base as base_module
-from mmverify.models.base import checkpoint_digest
+from mmverify.models import digests as digests_module
+from mmverify.models.digests import checkpoint_digest
 from mmverify.models.cache import OutputCache
 from mmverify.models.clap_hf import HFClap
 from mmverify.models.judge import JudgeCache
@@ -35,7 +35,7 @@ FAR_FUTURE_NS = 2**62  # a clock far past every file's ctime: no file is racy
 def cache_dir(tmp_path, monkeypatch) -> Path:
     folder = tmp_path / "cache"
     monkeypatch.setenv("MMVERIFY_CACHE_DIR", str(folder))
-    monkeypatch.setattr(base_module, "_WHOLE_FILE_MEMO", {}, raising=False)
+    monkeypatch.setattr(digests_module, "_WHOLE_FILE_MEMO", {}, raising=False)
     return folder
 
 
@@ -49,13 +49,13 @@ def big_checkpoint(folder: Path) -> Path:
 
 def count_reads(monkeypatch) -> list[Path]:
     reads: list[Path] = []
-    real = base_module.sha256_file
+    real = digests_module.sha256_file
 
     def counted(path):
         reads.append(Path(path))
         return real(path)
 
-    monkeypatch.setattr(base_module, "sha256_file", counted)
+    monkeypatch.setattr(digests_module, "sha256_file", counted)
     return reads
 
 
@@ -79,7 +79,7 @@ def test_large_file_digests_are_memoised_per_stat_and_never_across_a_change(tmp_
     first = checkpoint_digest(tmp_path / "ckpt")
     assert len(reads) == 1
     assert checkpoint_digest(tmp_path / "ckpt") == first and len(reads) == 1  # this process's memo
-    monkeypatch.setattr(base_module, "_WHOLE_FILE_MEMO", {})  # as a new process: the sidecar answers
+    monkeypatch.setattr(digests_module, "_WHOLE_FILE_MEMO", {})  # as a new process: the sidecar answers
     assert checkpoint_digest(tmp_path / "ckpt") == first and len(reads) == 1
     rows = sqlite3.connect(cache_dir / "file_digests.sqlite").execute("SELECT path FROM file_digests").fetchall()
     assert rows == [(str(weights.resolve()),)]

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmverify.models.base import ModelUnavailable, checkpoint_digest
+from mmverify.models.base import ModelUnavailable
+from mmverify.models.digests import checkpoint_digest
 from mmverify.models.cache import OutputCache, array_digest
 from mmverify.models.catalog import BACKEND_REGISTRY
 from mmverify.models.clap import CROP_POLICY, crop_offset, deterministic_crop

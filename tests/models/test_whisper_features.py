@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mmverify.models.base import ModelUnavailable, checkpoint_digest
+from mmverify.models.base import ModelUnavailable
+from mmverify.models.digests import checkpoint_digest
 from mmverify.models.cache import OutputCache
 from mmverify.models.whisper import HFWhisper, split_long_clip
 from mmverify.models.whisper_features import WhisperMelFeatures, WhisperMelSettings, scale_log_mel, waveform_batch

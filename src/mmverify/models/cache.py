@@ -320,7 +320,7 @@ CREATE TABLE IF NOT EXISTS file_digests (
 
 class FileDigestStore(SQLiteStore):
     """Whole-file SHA-256 digests of large checkpoint files, per resolved path and stat (see
-    :func:`mmverify.models.base.whole_file_sha256`): a digest is served only for the exact stat it
+    :func:`mmverify.models.digests.whole_file_sha256`): a digest is served only for the exact stat it
     was computed under, so a changed file is always read again."""
 
     table = "file_digests"

@@ -42,7 +42,8 @@ from typing import Any, Callable, ClassVar, Iterator, Sequence
 import numpy as np
 
 from ..core.settings import default_cache_dir
-from .base import Backend, ModelUnavailable, checkpoint_digest, is_local
+from .base import Backend, ModelUnavailable, is_local
+from .digests import checkpoint_digest
 
 DEFAULT_TYPE = "ensemble"
 

@@ -19,7 +19,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..core.media import resample
-from .base import Backend, ModelUnavailable, checkpoint_digest, is_local, validate_waveform
+from .base import Backend, ModelUnavailable, is_local, validate_waveform
+from .digests import checkpoint_digest
 
 _MODEL_FILE = ("data", "silero_vad.jit")
 

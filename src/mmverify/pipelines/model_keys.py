@@ -10,7 +10,7 @@ does not use (another capability's checkpoint, other tasks' reference sets, a pr
 has no option for), leave its keys alone.
 
 Nothing is loaded or downloaded.  Files are hashed where they lie, each large file once per change
-(:func:`mmverify.models.base.whole_file_sha256`), and each backend and reference set once per
+(:func:`mmverify.models.digests.whole_file_sha256`), and each backend and reference set once per
 planner (a ``score`` run; a ``Reward`` or server for its life).  A backend or reference set that
 cannot be used when first planned is named by what was asked for (backend and source, or folder):
 its rows are ``model_unavailable`` errors, and the next run, once it is usable, gives new keys and
@@ -73,7 +73,7 @@ def _asked(backend: Any) -> str:
 def reference_identity(name: str, layout: str) -> dict[str, Any]:
     """Reference set ``name`` as ``layout`` reads it from its configured folder: each file's name
     within the set, class label and content digest (the folder itself does not count)."""
-    from ..models.base import whole_file_sha256
+    from ..models.digests import whole_file_sha256
     from ..references.layouts import scan
     from ..references.sets import configured_root
 
