@@ -6,6 +6,7 @@ language/task prompts, batching, determinism, long-clip chunking, caching and er
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -374,6 +375,32 @@ def test_openai_whisper_model_names_resolve_in_the_cache(tiny_openai, tmp_path, 
     package_root.mkdir(parents=True)
     shutil.copy(tiny_openai, package_root / "base.pt")
     assert OpenAIWhisper(source="base", download_root=root).local_path() == package_root / "base.pt"
+    # a name never reaches past the download folder, nor resolves there without being a known name
+    (tmp_path / "outside.pt").write_bytes(b"")
+    (root / "sub").mkdir()
+    for odd in ("sub/../../outside", ".hidden", "a b"):
+        with pytest.raises(ModelUnavailable, match="unknown model"):
+            OpenAIWhisper(source=odd, download_root=root).local_path()
+
+
+def test_a_fetched_openai_whisper_resolves_without_importing_torch(tiny_openai, tmp_path):
+    """A worker of a model process keys a named checkpoint by its file alone: finding it imports
+    neither openai-whisper nor torch (a name not found still asks openai-whisper for its names)."""
+    import sys
+
+    root = tmp_path / "whisper-cache"
+    root.mkdir()
+    shutil.copy(tiny_openai, root / "tiny.pt")
+    script = (
+        "import sys\n"
+        "from mmverify.models.whisper_openai import OpenAIWhisper\n"
+        f"print(OpenAIWhisper(source='tiny', download_root={str(root)!r}).local_path())\n"
+        "print(sorted(set(sys.modules) & {'torch', 'whisper'}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == [str(root / "tiny.pt"), "[]"]
 
 
 @pytest.mark.slow

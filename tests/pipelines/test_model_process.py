@@ -579,6 +579,14 @@ def _backends(kind: str, root: Path) -> tuple[str, type, dict, object]:
 
         path = build_tiny_hf_whisper(root / "whisper", max_length=24)
         return f"transcriber=whisper-hf@{path}?batch_size=3", HFWhisper, {"source": str(path), "batch_size": 3}, lambda b: b.transcribe(_speech(5, 1))
+    if kind == "whisper-openai":
+        from mmverify.models.whisper_openai import OpenAIWhisper
+        from tests.models.test_whisper import build_tiny_openai_whisper
+
+        pytest.importorskip("whisper")
+        path = build_tiny_openai_whisper(root / "whisper-openai" / "tiny.pt")
+        arguments = {"source": str(path), "max_new_tokens": 3}
+        return f"transcriber=whisper-openai@{path}?max_new_tokens=3", OpenAIWhisper, arguments, lambda b: b.transcribe(_speech(3, 7), language="en")
     if kind == "gender-w2v2":
         from mmverify.models.gender import Wav2Vec2Gender
         from tests.models.test_gender import build_tiny_gender
@@ -623,7 +631,7 @@ def _backends(kind: str, root: Path) -> tuple[str, type, dict, object]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["whisper-hf", "gender-w2v2", "wavlm-sv", "ecapa", "resemblyzer", "beat-this", "dreamsim"])
+@pytest.mark.parametrize("kind", ["whisper-hf", "whisper-openai", "gender-w2v2", "wavlm-sv", "ecapa", "resemblyzer", "beat-this", "dreamsim"])
 def test_every_servable_backend_computes_the_bytes_of_a_local_one(kind, tmp_path, monkeypatch, serving_here):
     from contextlib import nullcontext
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from ..core.settings import default_cache_dir
 from .base import ModelUnavailable, is_local, safe_torch_load
 from .cache import OutputCache
 from .whisper import WhisperBase
+
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # what an openai-whisper model name may look like
 
 
 class OpenAIWhisper(WhisperBase):
@@ -34,6 +37,7 @@ class OpenAIWhisper(WhisperBase):
     capability = "transcriber"
     default_source = "large-v3"
     packages = ("torch", "whisper")
+    servable = True  # a worker's copy needs only the language tables (see .served)
 
     def __init__(
         self,
@@ -76,18 +80,21 @@ class OpenAIWhisper(WhisperBase):
             if not path.is_file():
                 raise ModelUnavailable(self.name, f"local checkpoint {path} does not exist")
             return path
+        target = self.download_root / f"{self.source}.pt"
+        if _MODEL_NAME.match(self.source) and not allow_download:
+            # a fetched checkpoint is found without importing openai-whisper (and torch with it):
+            # a worker of a model process never loads the model
+            for candidate in (target, self._package_root() / f"{self.source}.pt"):
+                if candidate.is_file():
+                    return candidate
         try:
             names = self._model_names()
         except ImportError:
             raise ModelUnavailable(self.name, 'openai-whisper is not installed (pip install --no-deps openai-whisper)') from None
         if self.source not in names:
             raise ModelUnavailable(self.name, f"unknown model {self.source!r}; names: {', '.join(names)}, or a .pt path")
-        target = self.download_root / f"{self.source}.pt"
         if allow_download:
             return self._download(target)
-        for candidate in (target, self._package_root() / f"{self.source}.pt"):
-            if candidate.is_file():
-                return candidate
         raise ModelUnavailable(self.name, f"checkpoint {self.source!r} is not at {target}; {self._hint()}")
 
     def _download(self, target: Path) -> Path:
