@@ -422,6 +422,37 @@ def test_scores_through_a_model_process_are_the_bytes_of_one_process(clap_run, t
 
 
 @pytest.mark.slow
+def test_tempo_rows_through_a_model_process_are_the_bytes_of_one_process(tmp_path, monkeypatch, mmmg_instructions):
+    """beat-this tracks in the model process, each clip as its worker's round sends it: clips at
+    three rates, one too short to track and one missing give one process's rows."""
+    import soundfile as sf
+
+    from tests.models.test_beats import build_tiny_beat_this, drum_track
+
+    checkpoint = build_tiny_beat_this(tmp_path / "beat_this" / "tiny.ckpt")
+    rows = [json.loads(line) for line in (mmmg_instructions / "a_music_attribute.jsonl").read_text().splitlines() if line.strip()]
+    tempo = [i for i, row in enumerate(rows) if row.get("tempo")][:5]
+    clips = [drum_track(bpm, 4.0, sr=sr) for bpm, sr in ((90, 22050), (120, 16000), (150, 44100))] + [np.zeros(400, np.float32)]
+    items = []
+    for n, (index, clip) in enumerate(zip(tempo, clips + [None])):
+        name = f"t{n}.wav"
+        if clip is not None:
+            sf.write(tmp_path / name, clip, (22050, 16000, 44100, 16000)[n])
+        items.append({"task": "a_music_tempo", "instance_id": f"a_music_attribute/{index}", "parts": [{"type": "audio", "path": name}]})
+    manifest = write_manifest(tmp_path / "manifest.jsonl", items)
+    monkeypatch.setenv("MMVERIFY_MODELS", f"beat_tracker=beat-this@{checkpoint}")
+    monkeypatch.setenv("MMVERIFY_NO_OUTPUT_CACHE", "1")
+    monkeypatch.setenv("MMVERIFY_CACHE_DIR", str(tmp_path / "cache"))
+    served = run_score(ScoreConfig(manifest=manifest, out=tmp_path / "served", instructions=mmmg_instructions, workers=2, model_process=True))
+    one = run_score(ScoreConfig(manifest=manifest, out=tmp_path / "one", instructions=mmmg_instructions))
+    assert served.written == one.written == 5
+    assert (tmp_path / "served" / "results.jsonl").read_bytes() == (tmp_path / "one" / "results.jsonl").read_bytes()
+    written = [json.loads(line) for line in (tmp_path / "one" / "results.jsonl").read_text().splitlines()]
+    assert [row["status"] for row in written] == ["scored"] * 4 + ["error"]
+    assert {row["evidence"]["tracker"] for row in written[:4]} == {"beat-this"} and written[0]["evidence"]["beats"] > 0
+
+
+@pytest.mark.slow
 def test_a_model_process_that_dies_ends_the_run_and_the_run_resumes(clap_run, tmp_path, monkeypatch):
     from mmverify.pipelines import process_executor as executor_module
 
