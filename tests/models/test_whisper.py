@@ -383,6 +383,31 @@ def test_openai_whisper_model_names_resolve_in_the_cache(tiny_openai, tmp_path, 
             OpenAIWhisper(source=odd, download_root=root).local_path()
 
 
+def test_openai_whisper_names_resolve_to_the_files_openai_whisper_downloads(tiny_openai, tmp_path, monkeypatch):
+    """Each name's file is the one openai-whisper's own downloader writes (its URL's last part):
+    ``large`` is found, and fetched, as ``large-v3.pt``."""
+    whisper = pytest.importorskip("whisper")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    root = tmp_path / "whisper-cache"
+    for name, url in whisper._MODELS.items():
+        with pytest.raises(ModelUnavailable, match="is not at"):
+            OpenAIWhisper(source=name, download_root=root).local_path()
+        root.mkdir(exist_ok=True)
+        (root / url.rsplit("/", 1)[1]).write_bytes(b"")
+        assert OpenAIWhisper(source=name, download_root=root).local_path() == root / url.rsplit("/", 1)[1]
+        shutil.rmtree(root)
+
+    def download(url: str, folder: str, in_memory: bool) -> str:  # what openai-whisper's downloader does, offline
+        target = Path(folder) / url.rsplit("/", 1)[1]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(tiny_openai, target)
+        return str(target)
+
+    monkeypatch.setattr(whisper, "_download", download)
+    fetched = OpenAIWhisper(source="turbo", download_root=root).fetch()
+    assert fetched == root / "large-v3-turbo.pt" and OpenAIWhisper(source="turbo", download_root=root).local_path() == fetched
+
+
 def test_a_fetched_openai_whisper_resolves_without_importing_torch(tiny_openai, tmp_path):
     """A worker of a model process keys a named checkpoint by its file alone: finding it imports
     neither openai-whisper nor torch (a name not found still asks openai-whisper for its names)."""

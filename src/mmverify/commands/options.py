@@ -29,8 +29,9 @@ DECODE_PROCESSES = typer.Option(
 )  # fmt: skip
 MODEL_PROCESS = typer.Option(
     False, "--model-process", rich_help_panel="Execution",
-    help="With --workers N: one more process holds the models (clap-hf, whisper-hf, wavlm-sv, gender-w2v2, dreamsim) "
-    "on the device and computes every worker's batches, while the workers do the per-item work. The same rows.",
+    help="With --workers N: one more process holds the models (all but laion-clap and a local VLM judge: "
+    "docs/GPU.md) on the device and computes every worker's batches, while the workers do the per-item work. "
+    "The same rows.",
 )  # fmt: skip
 VLM_BASE_URL = typer.Option(
     None, "--vlm-base-url", help="OpenAI-compatible endpoint of the VLM judge, e.g. http://127.0.0.1:8000/v1.", rich_help_panel="Judge"

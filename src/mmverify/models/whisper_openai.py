@@ -21,13 +21,16 @@ from .cache import OutputCache
 from .whisper import WhisperBase
 
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # what an openai-whisper model name may look like
+_ALIASES = {"large": "large-v3", "turbo": "large-v3-turbo"}  # names whose file openai-whisper saves under another
 
 
 class OpenAIWhisper(WhisperBase):
     """The ``openai-whisper`` package: a model name (``large-v3``) or a local ``.pt`` checkpoint.
 
     A name resolves to ``<cache_dir>/whisper/<name>.pt`` (or openai-whisper's own download folder,
-    ``~/.cache/whisper``, when the file is already there); only :meth:`fetch` downloads.  The
+    ``~/.cache/whisper``, when the file is already there; ``large`` and ``turbo`` to the files
+    openai-whisper downloads them as, ``large-v3.pt`` and ``large-v3-turbo.pt``); only
+    :meth:`fetch` downloads.  The
     checkpoint is read with ``weights_only=True`` and the model built from its ``dims``.  Decoding
     runs without timestamp tokens, one decoder pass per piece; openai-whisper has no batched
     decoding, so clips run one after another.
@@ -80,11 +83,13 @@ class OpenAIWhisper(WhisperBase):
             if not path.is_file():
                 raise ModelUnavailable(self.name, f"local checkpoint {path} does not exist")
             return path
-        target = self.download_root / f"{self.source}.pt"
+        file_name = f"{_ALIASES.get(self.source, self.source)}.pt"  # the name openai-whisper downloads it as
+        target = self.download_root / file_name
         if _MODEL_NAME.match(self.source) and not allow_download:
-            # a fetched checkpoint is found without importing openai-whisper (and torch with it):
-            # a worker of a model process never loads the model
-            for candidate in (target, self._package_root() / f"{self.source}.pt"):
+            # A fetched checkpoint is found without importing openai-whisper (and torch with it):
+            # a worker of a model process never loads the model.  So a file saved here under
+            # another name (a fine-tune's) is used as well; loading checks it is a Whisper.
+            for candidate in (target, self._package_root() / file_name):
                 if candidate.is_file():
                     return candidate
         try:
@@ -102,8 +107,7 @@ class OpenAIWhisper(WhisperBase):
 
         # openai-whisper's own downloader verifies the file's SHA-256 against its URL.
         url = whisper._MODELS[self.source]
-        whisper._download(url, str(target.parent), False)
-        return target
+        return Path(whisper._download(url, str(target.parent), False))
 
     def _load(self, path: Path) -> None:
         from whisper.model import ModelDimensions, Whisper
