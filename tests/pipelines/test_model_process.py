@@ -422,12 +422,15 @@ def test_scores_through_a_model_process_are_the_bytes_of_one_process(clap_run, t
 
 
 @pytest.mark.slow
-def test_tempo_rows_through_a_model_process_are_the_bytes_of_one_process(tmp_path, monkeypatch, mmmg_instructions):
-    """beat-this tracks in the model process, each clip as its worker's round sends it: clips at
-    three rates, one too short to track and one missing give one process's rows."""
+def test_tempo_and_judged_rows_through_a_model_process_are_the_bytes_of_one_process(tmp_path, monkeypatch, mmmg_instructions):
+    """beat-this tracks, and a local VLM judge generates, in the model process, each request as
+    its worker's item sends it: tempo clips at three rates, one too short to track and one missing,
+    and judged pictures of several roles give one process's rows."""
     import soundfile as sf
+    from PIL import Image
 
     from tests.models.test_beats import build_tiny_beat_this, drum_track
+    from tests.models.test_judge import build_tiny_qwen25_vl
 
     checkpoint = build_tiny_beat_this(tmp_path / "beat_this" / "tiny.ckpt")
     rows = [json.loads(line) for line in (mmmg_instructions / "a_music_attribute.jsonl").read_text().splitlines() if line.strip()]
@@ -439,17 +442,26 @@ def test_tempo_rows_through_a_model_process_are_the_bytes_of_one_process(tmp_pat
         if clip is not None:
             sf.write(tmp_path / name, clip, (22050, 16000, 44100, 16000)[n])
         items.append({"task": "a_music_tempo", "instance_id": f"a_music_attribute/{index}", "parts": [{"type": "audio", "path": name}]})
+    rng = np.random.default_rng(3)
+    for n, task in enumerate(["i_object_count", "i_object_include", "i_ocr", "i_object_count"]):
+        Image.fromarray(rng.integers(0, 256, (40, 56, 3), dtype=np.uint8)).save(tmp_path / f"p{n}.png")
+        items.append({"task": task, "instance_id": f"{task}/{n}", "parts": [{"type": "image", "path": f"p{n}.png"}]})
     manifest = write_manifest(tmp_path / "manifest.jsonl", items)
     monkeypatch.setenv("MMVERIFY_MODELS", f"beat_tracker=beat-this@{checkpoint}")
+    monkeypatch.setenv("MMVERIFY_VLM_MODEL", f"transformers:{build_tiny_qwen25_vl(tmp_path / 'qwen')}")
+    monkeypatch.delenv("MMVERIFY_VLM_BASE_URL", raising=False)
+    monkeypatch.setenv("MMVERIFY_VLM_CACHE", "off")
     monkeypatch.setenv("MMVERIFY_NO_OUTPUT_CACHE", "1")
     monkeypatch.setenv("MMVERIFY_CACHE_DIR", str(tmp_path / "cache"))
     served = run_score(ScoreConfig(manifest=manifest, out=tmp_path / "served", instructions=mmmg_instructions, workers=2, model_process=True))
     one = run_score(ScoreConfig(manifest=manifest, out=tmp_path / "one", instructions=mmmg_instructions))
-    assert served.written == one.written == 5
+    assert served.written == one.written == 9
     assert (tmp_path / "served" / "results.jsonl").read_bytes() == (tmp_path / "one" / "results.jsonl").read_bytes()
     written = [json.loads(line) for line in (tmp_path / "one" / "results.jsonl").read_text().splitlines()]
-    assert [row["status"] for row in written] == ["scored"] * 4 + ["error"]
+    assert [row["status"] for row in written[:5]] == ["scored"] * 4 + ["error"]
     assert {row["evidence"]["tracker"] for row in written[:4]} == {"beat-this"} and written[0]["evidence"]["beats"] > 0
+    judged = json.dumps(written[5:])
+    assert '"role": "default"' in judged and '"role": "ocr"' in judged and "transformers-vlm:" in judged
 
 
 @pytest.mark.slow
@@ -692,6 +704,55 @@ def test_every_servable_backend_computes_the_bytes_of_a_local_one(kind, tmp_path
         weights = ("_model", "model", "_encoder", "_net")
         assert any(getattr(local, name, None) is not None for name in weights)
         assert not any(getattr(served, name, None) is not None for name in weights)  # only settings were loaded here
+
+
+@pytest.mark.slow
+def test_a_served_local_judge_replies_as_a_local_one(tmp_path, monkeypatch, serving_here):
+    """A judge of ``--vlm-model transformers:PATH`` generates in the model process, which finds its
+    copy by the judge's role: the same replies and counts as a local copy, no weights here."""
+    from mmverify.models import hub
+    from mmverify.models.judge_local import TransformersVLMJudge
+    from tests.models.test_judge import IMAGE_A, IMAGE_B, build_tiny_qwen25_vl
+
+    path = build_tiny_qwen25_vl(tmp_path / "qwen")
+    monkeypatch.setenv("MMVERIFY_VLM_MODEL", f"transformers:{path}")
+    monkeypatch.delenv("MMVERIFY_VLM_BASE_URL", raising=False)
+    monkeypatch.setenv("MMVERIFY_VLM_CACHE", "off")
+    monkeypatch.setattr(hub, "_HUB", None)  # what the serving loop answers with
+    questions = [("Is there a cat? Answer Yes or No.", [IMAGE_A]), ("Text only?", []), ("Which is larger?", [IMAGE_A, IMAGE_B])]
+    local = TransformersVLMJudge(str(path))
+    counts = local.usage  # one set of counters per judge identity, in this process
+    before = counts.counts()
+    expected = [local.ask(prompt, images, max_tokens=6) for prompt, images in questions]
+    asked_locally = {name: n - before[name] for name, n in counts.counts().items()}
+    served = TransformersVLMJudge(str(path))
+    served.server, served.role = serving_here, "ocr"  # a role without its own judge: the default's
+    assert served.fingerprint == local.fingerprint and served.usage is counts
+    before = counts.counts()
+    assert [served.ask(prompt, images, max_tokens=6) for prompt, images in questions] == expected
+    assert {name: n - before[name] for name, n in counts.counts().items()} == asked_locally
+    assert asked_locally["requests"] == 3 and asked_locally["completion_tokens"] > 0
+    assert served._model is None and local._model is not None  # only the model process loaded it
+    other = TransformersVLMJudge(str(build_tiny_qwen25_vl(tmp_path / "other", seed=1)))
+    other.server, other.role = serving_here, "default"
+    with pytest.raises(ModelUnavailable, match="not with"):  # the model process's judge is another checkpoint
+        other.ask("Text only?", max_tokens=6)
+
+
+def test_a_hub_in_a_served_worker_has_its_local_judges_generate_there(tmp_path, monkeypatch):
+    from mmverify.models import hub
+
+    client = object()
+    monkeypatch.setattr(hub, "model_client", lambda: client)
+    monkeypatch.setenv("MMVERIFY_VLM_MODEL", f"transformers:{tmp_path / 'judge'}")
+    monkeypatch.delenv("MMVERIFY_VLM_BASE_URL", raising=False)
+    monkeypatch.setenv("MMVERIFY_VLM_CACHE", "off")
+    monkeypatch.setenv("MMVERIFY_VLM_LLM_MODEL", "gpt-4o")
+    monkeypatch.setenv("MMVERIFY_VLM_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    judge = hub.ModelHub().judge("spatial")
+    assert judge.server is client and judge.role == "spatial"
+    endpoint = hub.ModelHub().judge("llm")  # an endpoint judge is asked from the worker itself
+    assert getattr(endpoint, "server", None) is None
 
 
 class _ServingHere:

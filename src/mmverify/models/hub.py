@@ -245,7 +245,9 @@ class ModelHub:
         built = (config, os.environ.get(config.api_key_env))  # a judge reads its key once, when built
         with self._lock:
             if built not in self._judges:
-                self._judges[built] = build_judge(config)
+                judge = self._judges[built] = build_judge(config)
+                if getattr(judge, "servable", False):  # in a worker of --model-process, it generates there
+                    judge.server, judge.role = model_client(), role
             return self._judges[built]
 
 

@@ -5,6 +5,8 @@ folder or the local Hugging Face cache only (``mmverify models fetch`` style: ne
 scoring).  Decoding is greedy, so a reply depends only on the checkpoint, the device type it runs
 on (greedy decoding can pick another token when the last bits of the logits differ), prompt and
 pixels, and replies are cached under the checkpoint's content fingerprint and that device type.
+In a worker of ``--model-process`` the model process generates (:mod:`.served`); the worker's copy
+keeps the cache, the counters and the checks.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class TransformersVLMJudge(Backend):
     name: ClassVar[str] = "transformers-vlm"
     capability: ClassVar[str] = "vlm"
     packages: ClassVar[tuple[str, ...]] = ("torch", "transformers")
+    servable: ClassVar[bool] = True  # a worker's copy keeps the cache and counts; the model process generates
 
     def __init__(self, source: str | None = None, device: str | None = None, *, cache: JudgeCache | None = None) -> None:
         super().__init__(source, device, batch_size=1)
@@ -36,6 +39,7 @@ class TransformersVLMJudge(Backend):
         self._processor: Any = None
         self._generate_lock = threading.Lock()
         self.usage: JudgeUsage = usage_for(judge_identity(f"{LOCAL_PREFIX}{self.source}", None))
+        self.role: str | None = None  # a role configured with this judge: how a model process finds its copy
 
     @property
     def model_id(self) -> str:
@@ -74,8 +78,12 @@ class TransformersVLMJudge(Backend):
         self.ensure_loaded()
         self.usage.request()
         try:
-            with self._generate_lock:  # one generate at a time: the model is shared by every thread
-                reply, tokens = self._generate(prompt, images, max_tokens)
+            if self.server is None:
+                with self._generate_lock:  # one generate at a time: the model is shared by every thread
+                    reply, tokens = self._generate(prompt, images, max_tokens)
+            else:  # generated in the model process, the same way (see .served)
+                compute = self.server.computation(self, ("generate", max_tokens))
+                [(reply, tokens)] = compute.finish(compute.launch([(prompt, images)]))
             if not reply.strip():
                 raise ScoringError(ErrorCode.JUDGE_FAILED, f"{self.model_id}: empty reply")
         except BaseException:
@@ -85,6 +93,18 @@ class TransformersVLMJudge(Backend):
         if self.cache is not None:
             self.cache.put(key, self.model_id, reply)
         return reply
+
+    def computation(self, kind: Any) -> Any:
+        """``("generate", max_tokens)``: each (prompt, images) request's reply and token counts."""
+        name, max_tokens = kind
+        if name != "generate":
+            raise ValueError(f"{self.name} has no computation {kind!r}")
+
+        def generate(requests: list[tuple[str, list[np.ndarray]]]) -> list[tuple[str, tuple[int, int]]]:
+            self.ensure_loaded()
+            return [self._generate(prompt, list(images), max_tokens) for prompt, images in requests]
+
+        return generate
 
     def _generate(self, prompt: str, images: list[np.ndarray], max_tokens: int) -> tuple[str, tuple[int, int]]:
         """The reply, and its (prompt, completion) token counts."""

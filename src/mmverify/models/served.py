@@ -315,8 +315,11 @@ class ModelClient:
 
 
 def _identity(backend: Any) -> dict[str, Any]:
-    """What names a backend to the model process, which checks it against its own copy."""
-    return {"capability": backend.capability, "backend": backend.name, "fingerprint": backend.fingerprint}
+    """What names a backend to the model process, which checks it against its own copy: a judge
+    by a role it is configured for, any other backend by its capability."""
+    identity = {"capability": backend.capability, "backend": backend.name, "fingerprint": backend.fingerprint}
+    role = getattr(backend, "role", None)
+    return identity if role is None else {**identity, "role": role}
 
 
 def _end_worker() -> None:

@@ -67,11 +67,12 @@ class _Backends:
         self._lock = threading.Lock()
 
     def get(self, header: dict[str, Any]) -> tuple[Any, threading.Semaphore]:
-        key = (header["capability"], header["backend"], header["fingerprint"])
+        role = header.get("role")
+        key = (header["capability"] if role is None else f"judge:{role}", header["backend"], header["fingerprint"])
         with self._lock:
             if key in self._checked:
                 return self._checked[key]
-        backend = get_hub().backend(header["capability"])
+        backend = get_hub().backend(header["capability"]) if role is None else get_hub().judge(str(role))
         if backend.name != header["backend"] or backend.fingerprint != header["fingerprint"]:
             raise ModelUnavailable(header["backend"], (
                 f"the model process computes {header['capability']} with {backend.name} ({backend.fingerprint}), "
