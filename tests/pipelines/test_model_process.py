@@ -742,17 +742,54 @@ def test_a_served_local_judge_replies_as_a_local_one(tmp_path, monkeypatch, serv
 def test_a_hub_in_a_served_worker_has_its_local_judges_generate_there(tmp_path, monkeypatch):
     from mmverify.models import hub
 
-    client = object()
-    monkeypatch.setattr(hub, "model_client", lambda: client)
+    clients = {"batches": object(), "judge": object()}
+    monkeypatch.setattr(hub, "model_client", lambda channel="batches": clients[channel])
     monkeypatch.setenv("MMVERIFY_VLM_MODEL", f"transformers:{tmp_path / 'judge'}")
     monkeypatch.delenv("MMVERIFY_VLM_BASE_URL", raising=False)
     monkeypatch.setenv("MMVERIFY_VLM_CACHE", "off")
     monkeypatch.setenv("MMVERIFY_VLM_LLM_MODEL", "gpt-4o")
     monkeypatch.setenv("MMVERIFY_VLM_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     judge = hub.ModelHub().judge("spatial")
-    assert judge.server is client and judge.role == "spatial"
+    assert judge.server is clients["judge"] and judge.role == "spatial"  # never queued behind batches
     endpoint = hub.ModelHub().judge("llm")  # an endpoint judge is asked from the worker itself
     assert getattr(endpoint, "server", None) is None
+
+
+def test_a_judges_questions_never_hold_a_workers_batches(tmp_path, monkeypatch):
+    """A judge's questions go over a connection of their own: while the model process generates a
+    reply (seconds for a VLM), the same worker's batches and questions are still answered, and a
+    worker that gave up on the question is not waiting on a batch (so it is not taken for stuck)."""
+    release = threading.Event()
+    original = serving_module._answer_question
+
+    def held_reply(backends, header, payload):  # type: ignore[no-untyped-def]
+        if header["ask"] != "generate slowly":
+            return original(backends, header, payload)
+        assert release.wait(SAFETY_S)
+        return "a reply"
+
+    monkeypatch.setattr(serving_module, "_answer_question", held_reply)
+    monkeypatch.setattr(served_module, "_CLIENTS", {})
+    with serving_loop(tmp_path / "socket") as address:
+        monkeypatch.setattr(served_module, "_ADDRESS", (address, "token"))
+        batches, judge = served_module.model_client(), served_module.model_client("judge")
+        for client in (batches, judge):
+            client._on_lost = None  # a worker ends when its connection does: not this test process
+        assert batches is not judge and served_module.model_client("batches") is batches
+        with pytest.raises(ValueError, match="no model process channel"):
+            served_module.model_client("other")
+        reply = []
+        asking = threading.Thread(target=lambda: reply.append(judge.ask("generate slowly")))
+        asking.start()
+        try:
+            assert wait_until(judge.waiting)
+            assert batches.ask("device", "cpu") == "cpu"  # not queued behind the judge's question
+            assert not served_module.waiting_on_model_process()
+        finally:
+            release.set()
+            asking.join(SAFETY_S)
+        assert reply == ["a reply"]
+        close(batches, judge)
 
 
 class _ServingHere:

@@ -247,7 +247,7 @@ class ModelHub:
             if built not in self._judges:
                 judge = self._judges[built] = build_judge(config)
                 if getattr(judge, "servable", False):  # in a worker of --model-process, it generates there
-                    judge.server, judge.role = model_client(), role
+                    judge.server, judge.role = model_client("judge"), role
             return self._judges[built]
 
 

@@ -330,7 +330,11 @@ def _end_worker() -> None:
 
 
 _ADDRESS: tuple[str, str] | None = None  # (socket path, token) of this process's model process
-_CLIENT: ModelClient | None = None
+# A connection per channel: "batches" carries the batches of the device threads' rounds and every
+# backend's questions; "judge" a local judge's questions, whose generations (seconds each) the
+# model process answers in order, so that batches never queue behind them.
+CHANNELS = ("batches", "judge")
+_CLIENTS: dict[str, ModelClient] = {}
 _CLIENT_LOCK = threading.Lock()
 
 
@@ -341,21 +345,26 @@ def use_model_process(address: str, token: str) -> None:
     _ADDRESS = (address, token)
 
 
-def model_client() -> ModelClient | None:
-    """This process's connection to its model process, opened on first use; None when it has none.
-    A model process that cannot be reached ends the worker, as one that goes away does."""
-    global _CLIENT
+def model_client(channel: str = "batches") -> ModelClient | None:
+    """This process's connection to its model process for ``channel`` (see :data:`CHANNELS`),
+    opened on first use; None when it has none.  A model process that cannot be reached ends the
+    worker, as one that goes away does."""
+    if channel not in CHANNELS:
+        raise ValueError(f"no model process channel {channel!r}")
     if _ADDRESS is None:
         return None
     with _CLIENT_LOCK:
-        if _CLIENT is None:
+        if channel not in _CLIENTS:
             try:
-                _CLIENT = ModelClient(*_ADDRESS, on_lost=_end_worker)
+                _CLIENTS[channel] = ModelClient(*_ADDRESS, on_lost=_end_worker)
             except (OSError, EOFError, ProtocolError, ModelUnavailable):
                 _end_worker()
-        return _CLIENT
+        return _CLIENTS[channel]
 
 
 def waiting_on_model_process() -> bool:
-    """Whether this process has sent its model process a batch that is still unanswered."""
-    return _CLIENT is not None and _CLIENT.waiting()
+    """Whether this process has sent its model process a batch that is still unanswered (a judge's
+    question is not a batch: an item that gave up on one leaves its generation to end there)."""
+    with _CLIENT_LOCK:
+        batches = _CLIENTS.get("batches")
+    return batches is not None and batches.waiting()
