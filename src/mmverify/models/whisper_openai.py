@@ -30,10 +30,9 @@ class OpenAIWhisper(WhisperBase):
     A name resolves to ``<cache_dir>/whisper/<name>.pt`` (or openai-whisper's own download folder,
     ``~/.cache/whisper``, when the file is already there; ``large`` and ``turbo`` to the files
     openai-whisper downloads them as, ``large-v3.pt`` and ``large-v3-turbo.pt``); only
-    :meth:`fetch` downloads.  The
-    checkpoint is read with ``weights_only=True`` and the model built from its ``dims``.  Decoding
-    runs without timestamp tokens, one decoder pass per piece; openai-whisper has no batched
-    decoding, so clips run one after another.
+    :meth:`fetch` downloads.  The checkpoint is read with ``weights_only=True`` and the model
+    built from its ``dims``.  Decoding runs without timestamp tokens, one decoder pass per piece;
+    openai-whisper has no batched decoding, so clips run one after another.
     """
 
     name = "whisper-openai"
