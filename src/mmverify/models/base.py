@@ -10,6 +10,7 @@ error row whose message says what to fetch or configure.
 from __future__ import annotations
 
 import importlib.util
+import re
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -35,7 +36,15 @@ class ModelUnavailable(ScoringError):
         self.backend = backend
 
 
+_CHECKPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".jit", ".safetensors", ".onnx")
+
+
+def is_checkpoint_name(source: str) -> bool:
+    """Whether ``source`` reads as a checkpoint's name (``final0``, ``large-v3``, ``tiny.en``):
+    letters, digits, ``_``, ``.`` and ``-``, not first.  A name is a file in a known folder and can
+    never reach outside it."""
+    return _CHECKPOINT_NAME.fullmatch(source) is not None
 
 
 def is_local(source: str) -> bool:

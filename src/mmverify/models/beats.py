@@ -19,7 +19,6 @@ import importlib.util
 import json
 import os
 import pickle
-import re
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar, Mapping
@@ -28,9 +27,8 @@ import numpy as np
 
 from ..core.media import resample
 from ..core.settings import default_cache_dir
-from .base import Availability, Backend, ModelUnavailable, is_local, missing_packages, validate_waveform
+from .base import Availability, Backend, ModelUnavailable, is_checkpoint_name, is_local, missing_packages, validate_waveform
 
-_CHECKPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _MIN_SECONDS = 0.1  # beat_this's STFT cannot pad shorter inputs; no beats fit in them anyway
 SPECTROGRAM_RATE = 22050  # the rate beat_this computes its spectrogram at
 
@@ -77,7 +75,7 @@ class BeatThisTracker(Backend):
         """The checkpoint name when the source is a name rather than a path."""
         if not self.source or is_local(self.source):
             return None
-        if not _CHECKPOINT_NAME.match(self.source):
+        if not is_checkpoint_name(self.source):
             raise ModelUnavailable(
                 self.name, f"{self.source!r} is neither an existing checkpoint file nor a beat_this checkpoint name"
             )

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import os
 import pickle
-import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..core.settings import default_cache_dir
-from .base import ModelUnavailable, is_local, safe_torch_load
+from .base import ModelUnavailable, is_checkpoint_name, is_local, safe_torch_load
 from .cache import OutputCache
 from .whisper import WhisperBase
 
-_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # what an openai-whisper model name may look like
 _ALIASES = {"large": "large-v3", "turbo": "large-v3-turbo"}  # names whose file openai-whisper saves under another
 
 
@@ -84,7 +82,7 @@ class OpenAIWhisper(WhisperBase):
             return path
         file_name = f"{_ALIASES.get(self.source, self.source)}.pt"  # the name openai-whisper downloads it as
         target = self.download_root / file_name
-        if _MODEL_NAME.match(self.source) and not allow_download:
+        if is_checkpoint_name(self.source) and not allow_download:
             # A fetched checkpoint is found without importing openai-whisper (and torch with it):
             # a worker of a model process never loads the model.  So a file saved here under
             # another name (a fine-tune's) is used as well; loading checks it is a Whisper.
