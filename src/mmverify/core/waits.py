@@ -26,6 +26,19 @@ def set_due(due: float | None) -> None:
     _LOCAL.due = due
 
 
+def shared_clock() -> float:
+    """Seconds on POSIX's ``CLOCK_MONOTONIC``: one clock for every process of this machine, which
+    :func:`time.monotonic` does not promise (it is that clock on Linux)."""
+    return time.clock_gettime(time.CLOCK_MONOTONIC) if hasattr(time, "CLOCK_MONOTONIC") else time.monotonic()
+
+
+def shared_due() -> float | None:
+    """The calling thread's deadline on :func:`shared_clock` (None: it has none), for another
+    process of this machine to keep to."""
+    due = getattr(_LOCAL, "due", None)
+    return None if due is None else shared_clock() + (due - time.monotonic())
+
+
 def wait_s() -> float:
     """Seconds the calling thread may block in one wait."""
     due = getattr(_LOCAL, "due", None)

@@ -6,20 +6,23 @@ scoring).  Decoding is greedy, so a reply depends only on the checkpoint, the de
 on (greedy decoding can pick another token when the last bits of the logits differ), prompt and
 pixels, and replies are cached under the checkpoint's content fingerprint and that device type.
 In a worker of ``--model-process`` the model process generates (:mod:`.served`); the worker's copy
-keeps the cache, the counters and the checks.
+keeps the cache, the counters and the checks, and sends its item's deadline with each question: the
+model process does not generate a question whose item has run out of time, and cuts a generation
+when it does (answering it as a timeout: a reply cut short is never returned).
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Sequence
 
 import numpy as np
 
 from ..core.errors import ErrorCode, ScoringError
+from ..core.waits import shared_clock, shared_due
 from .base import Backend
+from .compute_locks import computing
 from .judge_cache import JudgeCache
 from .judge_config import LOCAL_PREFIX
 from .judge_usage import JudgeUsage, judge_identity, usage_for
@@ -37,7 +40,6 @@ class TransformersVLMJudge(Backend):
         self.cache = cache
         self._model: Any = None
         self._processor: Any = None
-        self._generate_lock = threading.Lock()
         self.usage: JudgeUsage = usage_for(judge_identity(f"{LOCAL_PREFIX}{self.source}", None))
         self.role: str | None = None  # a role configured with this judge: how a model process finds its copy
 
@@ -79,11 +81,13 @@ class TransformersVLMJudge(Backend):
         self.usage.request()
         try:
             if self.server is None:
-                with self._generate_lock:  # one generate at a time: the model is shared by every thread
+                # one generate at a time (the model is shared by every thread), waited for in steps:
+                # an item's deadline lands in the wait, and in the generation between two tokens
+                with computing(self):
                     reply, tokens = self._generate(prompt, images, max_tokens)
-            else:  # generated in the model process, the same way (see .served)
+            else:  # generated in the model process, the same way (see .served), within the item's time
                 compute = self.server.computation(self, ("generate", max_tokens))
-                [(reply, tokens)] = compute.finish(compute.launch([(prompt, images)]))
+                [(reply, tokens)] = compute.finish(compute.launch([(prompt, images, shared_due())]))
             if not reply.strip():
                 raise ScoringError(ErrorCode.JUDGE_FAILED, f"{self.model_id}: empty reply")
         except BaseException:
@@ -95,21 +99,32 @@ class TransformersVLMJudge(Backend):
         return reply
 
     def computation(self, kind: Any) -> Any:
-        """``("generate", max_tokens)``: each (prompt, images) request's reply and token counts."""
+        """``("generate", max_tokens)``: each (prompt, images, due) request's reply and token counts,
+        where ``due`` is when its item runs out of time (:func:`~mmverify.core.waits.shared_clock`;
+        None: never).  A request past it is not generated, and one that reaches it is cut there:
+        either is a ``timeout`` error, never a reply cut short."""
         name, max_tokens = kind
         if name != "generate":
             raise ValueError(f"{self.name} has no computation {kind!r}")
 
-        def generate(requests: list[tuple[str, list[np.ndarray]]]) -> list[tuple[str, tuple[int, int]]]:
+        def generate(requests: list[tuple[str, list[np.ndarray], float | None]]) -> list[tuple[str, tuple[int, int]]]:
             self.ensure_loaded()
-            return [self._generate(prompt, list(images), max_tokens) for prompt, images in requests]
+            return [self._generate(prompt, list(images), max_tokens, due) for prompt, images, due in requests]
 
         return generate
 
-    def _generate(self, prompt: str, images: list[np.ndarray], max_tokens: int) -> tuple[str, tuple[int, int]]:
-        """The reply, and its (prompt, completion) token counts."""
+    def _generate(
+        self, prompt: str, images: list[np.ndarray], max_tokens: int, due: float | None = None
+    ) -> tuple[str, tuple[int, int]]:
+        """The reply, and its (prompt, completion) token counts; generated until ``due`` at the
+        latest (see :meth:`computation`)."""
         import torch
         from PIL import Image
+        from transformers import StoppingCriteriaList
+
+        stop = _StopAt(due)
+        if stop.passed():
+            raise ScoringError(ErrorCode.TIMEOUT, f"{self.model_id}: the question's item ran out of time before it was generated")
 
         content: list[dict[str, Any]] = [{"type": "image"} for _ in images]
         content.append({"type": "text", "text": prompt})
@@ -117,7 +132,11 @@ class TransformersVLMJudge(Backend):
         pil = [Image.fromarray(np.asarray(image)).convert("RGB") for image in images]
         inputs = self._processor(text=[text], images=pil or None, return_tensors="pt").to(self.device)
         with torch.inference_mode():
-            output = self._model.generate(**inputs, max_new_tokens=max_tokens, do_sample=False, num_beams=1)
+            output = self._model.generate(
+                **inputs, max_new_tokens=max_tokens, do_sample=False, num_beams=1, stopping_criteria=StoppingCriteriaList([stop])
+            )
+        if stop.fired:
+            raise ScoringError(ErrorCode.TIMEOUT, f"{self.model_id}: the question's item ran out of time while it was generated")
         prompt_tokens = int(inputs["input_ids"].shape[1])
         new_tokens = output[:, prompt_tokens:]
         reply = str(self._processor.batch_decode(new_tokens, skip_special_tokens=True)[0])
@@ -129,3 +148,21 @@ class TransformersVLMJudge(Backend):
     def ask_many(self, requests: Iterable[RequestLike], *, return_exceptions: bool = False) -> list[Any]:
         """One question after another: a single in-process model gains nothing from threads."""
         return ask_in_order(self, requests, return_exceptions=return_exceptions)
+
+
+class _StopAt:
+    """A stopping criterion of ``generate``: the generation ends after the token during which
+    ``due`` (:func:`~mmverify.core.waits.shared_clock`) passed, and :attr:`fired` tells so."""
+
+    def __init__(self, due: float | None) -> None:
+        self.due = due
+        self.fired = False
+
+    def passed(self) -> bool:
+        return self.due is not None and shared_clock() >= self.due
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        self.fired = self.fired or self.passed()
+        return torch.full((input_ids.shape[0],), self.fired, dtype=torch.bool, device=input_ids.device)

@@ -364,7 +364,7 @@ def model_client(channel: str = "batches") -> ModelClient | None:
 
 def waiting_on_model_process() -> bool:
     """Whether this process has sent its model process a batch that is still unanswered (a judge's
-    question is not a batch: an item that gave up on one leaves its generation to end there)."""
+    question is not a batch: the model process drops one whose item's deadline has passed)."""
     with _CLIENT_LOCK:
         batches = _CLIENTS.get("batches")
     return batches is not None and batches.waiting()
