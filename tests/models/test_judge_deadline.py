@@ -5,6 +5,7 @@ short is never returned (it would be a reply no local judge gives)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from tests.waiting import wait_until
 QUESTION = "Is there a cat? Answer Yes or No."
 MAX_TOKENS = 12
 LIMIT_S = 2.0  # an item's time limit in a test: it is waited out, never measured
+SAFETY_S = 60.0  # how long a test waits for what should come: a failing test cannot hang
 
 
 def _judge(path: Path):  # type: ignore[no-untyped-def]
@@ -104,6 +106,29 @@ def test_a_generation_that_reaches_its_deadline_is_cut_there_and_answers_a_timeo
         compute([(QUESTION, [], 5.0)])
     assert error.value.code == ErrorCode.TIMEOUT
     assert 0 < lengths[-1] < MAX_TOKENS  # cut, and its reply not returned
+
+
+def test_an_item_waiting_for_the_in_process_judge_takes_its_timeout_while_it_waits(generated):
+    """One generation at a time; a question waiting for its turn is waited for in steps, so its
+    item's deadline lands there instead of after the generation ahead of it."""
+    from mmverify.models.compute_locks import computing
+
+    judge, lengths = generated
+    outcome: list[BaseException] = []
+
+    def ask_in_time() -> None:
+        try:
+            with deadline(LIMIT_S):
+                judge.ask(QUESTION, [IMAGE_A], max_tokens=MAX_TOKENS)
+        except BaseException as exc:  # noqa: BLE001  (what the item met)
+            outcome.append(exc)
+
+    with computing(judge):  # as if another item's question were being generated
+        asking = threading.Thread(target=ask_in_time)
+        asking.start()
+        asking.join(SAFETY_S)
+        assert not asking.is_alive() and isinstance(outcome[0], ItemTimeout)
+    assert lengths == []  # its turn never came
 
 
 @pytest.mark.slow
