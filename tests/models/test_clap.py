@@ -410,15 +410,23 @@ def fake_laion_clap(monkeypatch):
     return seen
 
 
+def fake_laion_checkpoint(folder: Path) -> tuple[Path, dict]:
+    """A ``.pt`` file as laion_clap saves them (a DataParallel state dict), for the stand-in's model."""
+    import torch
+
+    weights = {"module.weight": torch.arange(12, dtype=torch.float32).reshape(3, 4) / 10, "module.bias": torch.zeros(3)}
+    checkpoint = folder / "630k-audioset-best.pt"
+    torch.save({"state_dict": weights, "epoch": 45}, checkpoint)
+    return checkpoint, weights
+
+
 def test_laion_clap_loads_weights_safely_offline_and_crops(fake_laion_clap, tmp_path, monkeypatch):
     import os
 
     import torch
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    weights = {"module.weight": torch.arange(12, dtype=torch.float32).reshape(3, 4) / 10, "module.bias": torch.zeros(3)}
-    checkpoint = tmp_path / "630k-audioset-best.pt"
-    torch.save({"state_dict": weights, "epoch": 45}, checkpoint)
+    checkpoint, weights = fake_laion_checkpoint(tmp_path)
     backend = LaionClap(source=str(tmp_path))  # a folder holding one .pt
     backend.ensure_loaded()
     assert fake_laion_clap["offline"] == ["1"] and "HF_HUB_OFFLINE" not in os.environ
@@ -437,3 +445,35 @@ def test_laion_clap_loads_weights_safely_offline_and_crops(fake_laion_clap, tmp_
     torch.save({"state_dict": weights, "args": argparse.Namespace(lr=0.1)}, checkpoint)  # needs unpickling code
     with pytest.raises(ModelUnavailable, match="cannot load checkpoint"):
         LaionClap(source=str(checkpoint)).ensure_loaded()
+
+
+def test_a_served_laion_clap_embeds_what_a_local_one_does(fake_laion_clap, tmp_path, monkeypatch):
+    """Under ``--model-process`` the stand-in package embeds in the model process: the worker's
+    copy checks, crops and pads as a local one does, and learns the embedding size from there.
+    (The real package needs numpy<2 and tokenizers from the hub; the stand-in records what it is given.)"""
+    from tests.pipelines.test_model_process import close, serving_loop
+    from tests.tasks.speech_task_fixtures import use_models
+    from mmverify.models.served import ModelClient
+
+    checkpoint, _ = fake_laion_checkpoint(tmp_path)
+    use_models(monkeypatch, tmp_path / "cache", f"audio_text=laion-clap@{checkpoint}?batch_size=2")  # what the loop serves
+    monkeypatch.setenv("MMVERIFY_NO_OUTPUT_CACHE", "1")
+    clips = [tone(15.0, 300), tone(2.0, 300), tone(0.5, 440, seed=1), tone(10.0, 200)]
+    texts = ["one text", "a second, longer text", "three"]
+    local = LaionClap(source=str(checkpoint), batch_size=2)
+    expected = [local.embed_audio(clips, padding).tobytes() for padding in ("zero", "repeat")]
+    expected += [local.embed_text(texts[:1]).tobytes(), local.embed_text(texts).tobytes()]
+    given_locally = list(fake_laion_clap["lengths"])
+    with serving_loop(tmp_path / "socket") as address:
+        served = LaionClap(source=str(checkpoint), batch_size=2)
+        served.server = ModelClient(address, "token")
+        try:
+            assert LaionClap.servable and served.fingerprint == local.fingerprint
+            assert served.embedding_dim() == 3  # told by the model process
+            computed = [served.embed_audio(clips, padding).tobytes() for padding in ("zero", "repeat")]
+            computed += [served.embed_text(texts[:1]).tobytes(), served.embed_text(texts).tobytes()]
+        finally:
+            close(served.server)
+    assert computed == expected
+    assert fake_laion_clap["lengths"][len(given_locally):] == given_locally  # the same clips reached the package
+    assert served._module is None and local._module is not None  # only the model process loaded it

@@ -29,7 +29,7 @@ DECODE_PROCESSES = typer.Option(
 )  # fmt: skip
 MODEL_PROCESS = typer.Option(
     False, "--model-process", rich_help_panel="Execution",
-    help="With --workers N: one more process holds the models (all but laion-clap, local VLM judges included: "
+    help="With --workers N: one more process holds the models (local VLM judges included: "
     "docs/GPU.md) on the device and computes every worker's batches, while the workers do the per-item work. "
     "The same rows.",
 )  # fmt: skip

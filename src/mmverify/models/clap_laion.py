@@ -67,6 +67,7 @@ class LaionClap(ClapBackend):
     default_source = None
     packages = ("torch", "laion_clap")
     extra = "laion-clap"
+    servable = True  # a worker's copy checks, crops and pads clips; the model process embeds them
 
     def __init__(
         self,
@@ -82,6 +83,7 @@ class LaionClap(ClapBackend):
         self.amodel = amodel
         self.enable_fusion = enable_fusion
         self._module: Any = None
+        self._embed_dim = 0
 
     def local_path(self, allow_download: bool = False) -> Path:
         if not self.source:
@@ -123,10 +125,18 @@ class LaionClap(ClapBackend):
         module.model.eval()
         self._module = module
         self._torch = torch
+        self.adopt({"embed_dim": int(module.model_cfg["embed_dim"])})
+
+    def worker_settings(self) -> dict[str, Any]:
+        """The embedding size: clips are prepared at the fixed 48 kHz and 10 s (see :mod:`.served`)."""
+        return {"embed_dim": self._embed_dim}
+
+    def adopt(self, settings: dict[str, Any]) -> None:
+        self._embed_dim = int(settings["embed_dim"])
 
     def embedding_dim(self) -> int:
         self.ensure_loaded()
-        return int(self._module.model_cfg["embed_dim"])
+        return self._embed_dim
 
     def _compute_audio(self, clips: list[np.ndarray], padding: str) -> np.ndarray:
         # laion_clap repeat-pads shorter clips itself; zero-padded ones arrive filling the window.
