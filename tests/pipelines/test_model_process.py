@@ -510,7 +510,8 @@ def test_a_client_whose_model_process_ends_fails_what_waits_and_what_comes(model
 
 # -- loading ahead of the first batch -----------------------------------------------------------------
 class _LoadingHub:
-    """A hub whose backends record their loads: ``servable`` ones are served, ``broken`` ones fail."""
+    """A hub whose backends and judges record their loads: ``servable`` ones are served, ``broken``
+    ones fail.  Judges are named ``judge:ROLE``; the one of an unconfigured role is an endpoint's."""
 
     def __init__(self, servable: set[str], broken: set[str]) -> None:
         self.servable, self.broken, self.loaded = servable, broken, []
@@ -520,6 +521,14 @@ class _LoadingHub:
             raise ModelUnavailable("models", "no backend for unknown")
         return types.SimpleNamespace(servable=capability in self.servable)
 
+    def judge(self, role: str) -> object:
+        name = f"judge:{role}"
+        if name in self.broken:
+            raise ModelUnavailable("vlm", "not configured")
+        if name not in self.servable:
+            return types.SimpleNamespace(ensure_loaded=lambda: self.loaded.append(f"endpoint {name}"))
+        return types.SimpleNamespace(servable=True, ensure_loaded=lambda: self.loaded.append(name))
+
     def backend(self, capability: str) -> object:
         if capability in self.broken:
             raise ModelUnavailable(capability, "no weights")
@@ -528,7 +537,7 @@ class _LoadingHub:
 
 
 def test_the_model_process_loads_the_servable_models_it_is_told_of_before_any_batch(monkeypatch, tmp_path):
-    hub = _LoadingHub(servable={"audio_text", "transcriber", "speaker", "gender"}, broken={"transcriber"})
+    hub = _LoadingHub(servable={"audio_text", "transcriber", "speaker", "gender", "judge:default"}, broken={"transcriber", "judge:ocr"})
     monkeypatch.setattr(serving_module, "get_hub", lambda: hub)
     parent, child = multiprocessing.Pipe(duplex=False)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -539,8 +548,9 @@ def test_the_model_process_loads_the_servable_models_it_is_told_of_before_any_ba
     # a failed load, an unknown capability and one that is not served do not stop the loads after them
     child.send(["transcriber", "unknown", "vad", "audio_text"])
     child.send(["speaker"])
-    child.send(["audio_text", "speaker", "gender"])  # a kept pool names them again on its next run: loaded once
-    assert wait_until(lambda: len(hub.loaded) == 3) and hub.loaded == ["audio_text", "speaker", "gender"]
+    child.send(["judge:ocr", "judge:llm", "judge"])  # a judge that fails, an endpoint's (nothing to load), a local one
+    child.send(["audio_text", "speaker", "gender", "judge"])  # a kept pool names them again on its next run: loaded once
+    assert wait_until(lambda: len(hub.loaded) == 4) and hub.loaded == ["audio_text", "speaker", "judge:default", "gender"]
     child.close()  # the parent is gone: the watcher shuts the listener, which ends the serving loop
     watcher.join(SAFETY_S)
     assert not watcher.is_alive()
@@ -548,19 +558,35 @@ def test_the_model_process_loads_the_servable_models_it_is_told_of_before_any_ba
         listener.accept()
 
 
-def test_the_parent_names_each_tasks_models_once_as_its_first_item_passes():
+@pytest.mark.slow
+def test_the_model_process_loads_the_local_judge_a_task_names(tmp_path, monkeypatch):
+    from mmverify.models import hub
+    from mmverify.tasks.catalog import CATALOG
+    from tests.models.test_judge import build_tiny_qwen25_vl
+
+    monkeypatch.setenv("MMVERIFY_VLM_MODEL", f"transformers:{build_tiny_qwen25_vl(tmp_path / 'qwen')}")
+    monkeypatch.delenv("MMVERIFY_VLM_BASE_URL", raising=False)
+    monkeypatch.setenv("MMVERIFY_VLM_CACHE", "off")
+    monkeypatch.setattr(hub, "_HUB", None)  # the model process's hub
+    judge = hub.get_hub().judge("default")
+    assert judge._model is None
+    serving_module.preload(list(CATALOG["i_object_count"].needs))
+    assert hub.get_hub().judge("default") is judge and judge._model is not None  # loaded before any question
+
+
+def test_the_parent_names_each_tasks_models_and_judges_once_as_its_first_item_passes():
     from mmverify.pipelines.model_process import announced
     from tests.pipelines.test_pool_batches import item
 
     told: list[list[str]] = []
     plan = [
         item(0, "a_sound_cot"), {"error": "a row made while planning"}, item(1, "a_sound_cot"),
-        item(2, "i_object_count"),  # a judge only: nothing to load
-        item(3, "a_speech_attribute"), item(4, "not_in_the_catalog"), item(5, "a_speech_attribute"),
+        item(2, "i_object_count"), item(3, "i_format_border"),  # a judge; no model at all: nothing to tell
+        item(4, "a_speech_attribute"), item(5, "not_in_the_catalog"), item(6, "a_speech_attribute"),
     ]  # fmt: skip
     seen_when_passed = [len(told) for _ in announced(iter(plan), told.append)]
-    assert seen_when_passed == [1, 1, 1, 1, 2, 2, 2]  # told before the item goes on, once per task
-    assert told == [["audio_text"], ["transcriber", "gender"]]
+    assert seen_when_passed == [1, 1, 1, 2, 2, 3, 3, 3]  # told before the item goes on, once per task
+    assert told == [["audio_text"], ["judge"], ["transcriber", "gender"]]
 
 
 # -- every servable backend ----------------------------------------------------------------------------

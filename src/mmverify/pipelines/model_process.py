@@ -11,9 +11,10 @@ its outputs back, in order.  A batch that raises is answered with the error's ty
 the worker's round then runs its requests again one by one, as it does with a local model, so a
 bad input fails only its own item.
 
-The parent names each capability the run's tasks need as it first meets them (:meth:`ModelProcess.preload`);
-a servable one's model is loaded at once, in a thread of its own, while the workers start, rather
-than when the first batch arrives.  A load that fails is left for the batches to meet and report.
+The parent names what the run's tasks need (hub capabilities and judges) as it first meets them
+(:meth:`ModelProcess.preload`); a servable model, a local judge among them, is loaded at once, in a
+thread of its own, while the workers start, rather than when the first batch or question arrives.
+A load that fails is left for the batches to meet and report.
 
 The process ends when the parent closes its lifeline (whatever way the parent ends).  When it
 ends first, the workers end too, and the parent ends the run with :class:`ModelProcessEnded`:
@@ -44,7 +45,7 @@ from ..models.hub import get_hub
 from ..models.rows import Staged
 from ..models.batching import MAX_STARTED
 from ..models.served import PROTOCOL, error_reply, received_value, unpack, use_model_process, value_message
-from ..tasks.catalog import CATALOG
+from ..tasks.catalog import CATALOG, judge_role
 from .context import ScoringContext, install_context
 from .execute import Planned
 from .plan import WorkItem
@@ -192,19 +193,26 @@ def serve_connection(connection: socket.socket, token: str, backends: _Backends)
             connection.close()
 
 
-def preload(capabilities: list[str]) -> None:
-    """Load the servable backends of ``capabilities`` with this process's hub, one after another.
-    Failures are dropped: the first batch that needs the backend meets the same one and reports it."""
-    for capability in capabilities:
+def preload(needs: list[str]) -> None:
+    """Load what this process serves of ``needs`` (a task's: hub capabilities, and judges as
+    ``judge`` or ``judge:ROLE``) with its hub, one after another; an endpoint judge loads nothing.
+    Failures are dropped: the first batch or question that needs the model meets the same one and
+    reports it."""
+    for need in needs:
         try:
-            if get_hub().instance(capability).servable:
-                get_hub().backend(capability)
+            role = judge_role(need)
+            if role is not None:
+                judge = get_hub().judge(role)
+                if getattr(judge, "servable", False):
+                    judge.ensure_loaded()
+            elif get_hub().instance(need).servable:
+                get_hub().backend(need)
         except Exception:  # noqa: BLE001
             pass
 
 
 def _watch_lifeline(lifeline: Any, listener: socket.socket) -> None:
-    """Hand each list of capabilities the parent sends to a loading thread, and end this process
+    """Hand each list of needs the parent sends to a loading thread, and end this process
     once the parent is gone (its end of the lifeline closes): the listener is shut, so that the main
     thread returns and the process exits as usual."""
     loads: "queue.SimpleQueue[list[str]]" = queue.SimpleQueue()
@@ -221,12 +229,12 @@ def _watch_lifeline(lifeline: Any, listener: socket.socket) -> None:
 
 
 def _load_each(loads: "queue.SimpleQueue[list[str]]") -> None:
-    """Preload each capability once (a kept pool names its tasks' capabilities on every run)."""
+    """Preload each need once (a kept pool names its tasks' needs on every run)."""
     asked: set[str] = set()
     while True:
-        capabilities = [capability for capability in loads.get() if capability not in asked]
-        asked.update(capabilities)
-        preload(capabilities)
+        needs = [need for need in loads.get() if need not in asked]
+        asked.update(needs)
+        preload(needs)
 
 
 def model_process_main(address: str, token: str, context: ScoringContext, ready: Any, lifeline: Any) -> None:
@@ -257,16 +265,16 @@ def serve(listener: socket.socket, token: str) -> None:
 
 
 def announced(planned: Iterable[Planned], preload: Callable[[list[str]], None]) -> Iterator[Planned]:
-    """``planned`` as it comes, with ``preload`` given the model capabilities of each task the
-    first time one of its items passes (the pool reads ahead of its workers, so the models load
+    """``planned`` as it comes, with ``preload`` given the needs of each task (models and judges)
+    the first time one of its items passes (the pool reads ahead of its workers, so the models load
     while the workers start)."""
     seen: set[str] = set()
     for entry in planned:
         if isinstance(entry, WorkItem) and entry.task not in seen:
             seen.add(entry.task)
             info = CATALOG.get(entry.task)
-            if info is not None and info.capabilities:
-                preload(list(info.capabilities))
+            if info is not None and info.needs:
+                preload(list(info.needs))
         yield entry
 
 
@@ -288,7 +296,7 @@ class ModelProcess:
         self.address = str(self._folder / "models.sock")
         self.token = secrets.token_hex(16)
         ready, ready_child = spawn.Pipe(duplex=False)
-        # the child reads capabilities to load, and EOF once the parent is gone
+        # the child reads the needs to load, and EOF once the parent is gone
         lifeline_child, self._lifeline = spawn.Pipe(duplex=False)
         self.process = spawn.Process(
             target=model_process_main, args=(self.address, self.token, context, ready_child, lifeline_child),
@@ -313,10 +321,10 @@ class ModelProcess:
         finally:
             ready.close()
 
-    def preload(self, capabilities: list[str]) -> None:
-        """Have the model process load the servable backends of ``capabilities`` now (see the module)."""
+    def preload(self, needs: list[str]) -> None:
+        """Have the model process load what it serves of ``needs`` now (see the module)."""
         try:
-            self._lifeline.send(list(capabilities))
+            self._lifeline.send(list(needs))
         except (OSError, ValueError):  # ended, or stopped: the run learns it from its workers
             pass
 
