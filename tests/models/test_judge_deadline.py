@@ -66,6 +66,28 @@ def test_a_served_judge_sends_its_items_deadline_on_the_machines_shared_clock(ti
     assert judge._model is None  # the worker's copy never loaded the weights
 
 
+class _AheadServer(_RecordingServer):
+    """A model process whose clock saw the item's deadline pass before this thread's timeout landed."""
+
+    def computation(self, backend: object, kind: object) -> Staged:
+        def refuse(batch: list[object]) -> object:
+            self.batches.append(batch)
+            raise ScoringError(ErrorCode.TIMEOUT, "the question's item ran out of time while it was generated")
+
+        return Staged(refuse, lambda outputs: outputs)
+
+
+def test_a_timeout_answered_before_the_items_own_lands_gives_way_to_it(tiny_qwen):  # noqa: F811
+    """The item's row is its own timeout, as any late item's, not an error row of the model process."""
+    judge = _judge(tiny_qwen)
+    judge.server = server = _AheadServer()
+    with pytest.raises(ItemTimeout), deadline(LIMIT_S):
+        judge.ask(QUESTION, max_tokens=MAX_TOKENS)
+    with pytest.raises(ScoringError, match="while it was generated"):  # no deadline of its own: nothing to wait for
+        judge.ask(QUESTION, max_tokens=MAX_TOKENS)
+    assert len(server.batches) == 2
+
+
 @pytest.fixture
 def generated(tiny_qwen, monkeypatch):  # noqa: F811
     """A loaded judge whose model's generate calls are recorded: the new tokens of each."""

@@ -134,6 +134,19 @@ def test_a_late_block_ends_as_a_timeout_unless_another_exception_leaves_it(timer
         pass
 
 
+def test_the_main_threads_alarm_is_the_threads_deadline_while_it_runs():
+    """A lone item is timed by the main thread's alarm: its waits, and a question it sends another
+    process, keep to that deadline as to the watchdog's."""
+    from mmverify.pipelines.execute import _alarm
+
+    before = time.monotonic()
+    with _alarm(HANG_GUARD_S):
+        due = waits.current_due()
+        assert due is not None and before + HANG_GUARD_S <= due <= time.monotonic() + HANG_GUARD_S
+        assert waits.shared_due() is not None
+    assert waits.current_due() is None and waits.shared_due() is None
+
+
 def test_a_waiting_thread_wakes_in_time_for_its_own_deadline_and_rarely_without_one():
     assert waits.wait_s() == waits.IDLE_S  # no deadline: only the safety net
     with deadline(HANG_GUARD_S):

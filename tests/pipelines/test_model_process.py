@@ -561,17 +561,16 @@ def test_the_model_process_loads_the_servable_models_it_is_told_of_before_any_ba
 @pytest.mark.slow
 def test_the_model_process_loads_the_local_judge_a_task_names(tmp_path, monkeypatch):
     from mmverify.models import hub
-    from mmverify.tasks.catalog import CATALOG
     from tests.models.test_judge import build_tiny_qwen25_vl
 
     monkeypatch.setenv("MMVERIFY_VLM_MODEL", f"transformers:{build_tiny_qwen25_vl(tmp_path / 'qwen')}")
     monkeypatch.delenv("MMVERIFY_VLM_BASE_URL", raising=False)
     monkeypatch.setenv("MMVERIFY_VLM_CACHE", "off")
     monkeypatch.setattr(hub, "_HUB", None)  # the model process's hub
-    judge = hub.get_hub().judge("default")
+    judge = hub.get_hub().judge("ocr")  # the role i_ocr asks, configured as the default one
     assert judge._model is None
-    serving_module.preload(list(CATALOG["i_object_count"].needs))
-    assert hub.get_hub().judge("default") is judge and judge._model is not None  # loaded before any question
+    serving_module.preload(serving_module.task_needs("i_ocr"))
+    assert hub.get_hub().judge("ocr") is judge and judge._model is not None  # loaded before any question
 
 
 def test_the_parent_names_each_tasks_models_and_judges_once_as_its_first_item_passes():
@@ -583,10 +582,11 @@ def test_the_parent_names_each_tasks_models_and_judges_once_as_its_first_item_pa
         item(0, "a_sound_cot"), {"error": "a row made while planning"}, item(1, "a_sound_cot"),
         item(2, "i_object_count"), item(3, "i_format_border"),  # a judge; no model at all: nothing to tell
         item(4, "a_speech_attribute"), item(5, "not_in_the_catalog"), item(6, "a_speech_attribute"),
+        item(7, "i_ocr_multi_lingual"), item(8, "it_coherence_math"),  # the roles each task asks
     ]  # fmt: skip
     seen_when_passed = [len(told) for _ in announced(iter(plan), told.append)]
-    assert seen_when_passed == [1, 1, 1, 2, 2, 3, 3, 3]  # told before the item goes on, once per task
-    assert told == [["audio_text"], ["judge"], ["transcriber", "gender"]]
+    assert seen_when_passed == [1, 1, 1, 2, 2, 3, 3, 3, 4, 5]  # told before the item goes on, once per task
+    assert told == [["audio_text"], ["judge:default"], ["transcriber", "gender"], ["judge:ocr", "judge:ocr_second"], ["judge:llm", "judge:default"]]
 
 
 # -- every servable backend ----------------------------------------------------------------------------

@@ -21,9 +21,17 @@ PAST_DUE_S = 0.05  # once the deadline has passed: how often to look whether the
 _LOCAL = threading.local()
 
 
+OWN_TIMEOUT_GRACE_S = 1.0  # how long past its deadline a thread waits for its own timeout to land
+
+
 def set_due(due: float | None) -> None:
     """The calling thread's deadline, on :func:`time.monotonic`'s clock (None: it has none)."""
     _LOCAL.due = due
+
+
+def current_due() -> float | None:
+    """The calling thread's deadline, as :func:`set_due` last set it."""
+    return getattr(_LOCAL, "due", None)
 
 
 def shared_clock() -> float:
@@ -35,13 +43,25 @@ def shared_clock() -> float:
 def shared_due() -> float | None:
     """The calling thread's deadline on :func:`shared_clock` (None: it has none), for another
     process of this machine to keep to."""
-    due = getattr(_LOCAL, "due", None)
+    due = current_due()
     return None if due is None else shared_clock() + (due - time.monotonic())
+
+
+def await_own_timeout() -> None:
+    """Wait, in steps, for the calling thread's deadline to raise its timeout here -- after an
+    answer saying that deadline has passed, which another process can give before the thread's own
+    timeout lands.  Returns at once without a deadline, and :data:`OWN_TIMEOUT_GRACE_S` after it
+    when no timeout came."""
+    due = current_due()
+    if due is None:
+        return
+    while time.monotonic() < due + OWN_TIMEOUT_GRACE_S:
+        time.sleep(wait_s())
 
 
 def wait_s() -> float:
     """Seconds the calling thread may block in one wait."""
-    due = getattr(_LOCAL, "due", None)
+    due = current_due()
     if due is None:
         return IDLE_S
     left = due - time.monotonic()

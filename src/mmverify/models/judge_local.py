@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Iterable, Sequence
 import numpy as np
 
 from ..core.errors import ErrorCode, ScoringError
-from ..core.waits import shared_clock, shared_due
+from ..core.waits import await_own_timeout, shared_clock, shared_due
 from .base import Backend
 from .compute_locks import computing
 from .judge_cache import JudgeCache
@@ -87,7 +87,12 @@ class TransformersVLMJudge(Backend):
                     reply, tokens = self._generate(prompt, images, max_tokens)
             else:  # generated in the model process, the same way (see .served), within the item's time
                 compute = self.server.computation(self, ("generate", max_tokens))
-                [(reply, tokens)] = compute.finish(compute.launch([(prompt, images, shared_due())]))
+                try:
+                    [(reply, tokens)] = compute.finish(compute.launch([(prompt, images, shared_due())]))
+                except ScoringError as exc:
+                    if exc.code == ErrorCode.TIMEOUT:  # the model process saw the deadline pass: the
+                        await_own_timeout()  # item gets its own timeout, as any late item, when it lands
+                    raise
             if not reply.strip():
                 raise ScoringError(ErrorCode.JUDGE_FAILED, f"{self.model_id}: empty reply")
         except BaseException:
@@ -102,7 +107,8 @@ class TransformersVLMJudge(Backend):
         """``("generate", max_tokens)``: each (prompt, images, due) request's reply and token counts,
         where ``due`` is when its item runs out of time (:func:`~mmverify.core.waits.shared_clock`;
         None: never).  A request past it is not generated, and one that reaches it is cut there:
-        either is a ``timeout`` error, never a reply cut short."""
+        either is a ``timeout`` error, never a reply cut short (:meth:`ask` sends one request a call,
+        which that error fails)."""
         name, max_tokens = kind
         if name != "generate":
             raise ValueError(f"{self.name} has no computation {kind!r}")
@@ -135,7 +141,7 @@ class TransformersVLMJudge(Backend):
             output = self._model.generate(
                 **inputs, max_new_tokens=max_tokens, do_sample=False, num_beams=1, stopping_criteria=StoppingCriteriaList([stop])
             )
-        if stop.fired:
+        if stop.fired or stop.passed():  # a reply finished past the deadline is no one's either
             raise ScoringError(ErrorCode.TIMEOUT, f"{self.model_id}: the question's item ran out of time while it was generated")
         prompt_tokens = int(inputs["input_ids"].shape[1])
         new_tokens = output[:, prompt_tokens:]

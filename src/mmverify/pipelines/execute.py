@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Union
 
+from ..core import waits
 from ..core.decoding import INLINE, DecodePool, Decoder
 from ..core.errors import ErrorCode, GenerationFault, ScoringError, raised_at
 from ..core.interrupts import Interrupt
@@ -203,7 +204,9 @@ def _alarm(seconds: float | None) -> Iterator[None]:
         raise ItemTimeout()
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
+    previous_due = waits.current_due()
     signal.setitimer(signal.ITIMER_REAL, float(seconds))  # type: ignore[arg-type]
+    waits.set_due(time.monotonic() + float(seconds))  # what the thread's waits and a served judge keep to
     escaping: BaseException | None = None
     try:
         yield
@@ -213,6 +216,7 @@ def _alarm(seconds: float | None) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        waits.set_due(previous_due)
         try:
             end_if_late(fired, escaping)
         finally:

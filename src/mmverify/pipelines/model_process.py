@@ -45,7 +45,7 @@ from ..models.hub import get_hub
 from ..models.rows import Staged
 from ..models.batching import MAX_STARTED
 from ..models.served import PROTOCOL, error_reply, received_value, unpack, use_model_process, value_message
-from ..tasks.catalog import CATALOG, judge_role
+from ..tasks.catalog import CATALOG, TASK_REGISTRY, judge_role
 from .context import ScoringContext, install_context
 from .execute import Planned
 from .plan import WorkItem
@@ -272,10 +272,22 @@ def announced(planned: Iterable[Planned], preload: Callable[[list[str]], None]) 
     for entry in planned:
         if isinstance(entry, WorkItem) and entry.task not in seen:
             seen.add(entry.task)
-            info = CATALOG.get(entry.task)
-            if info is not None and info.needs:
-                preload(list(info.needs))
+            needs = task_needs(entry.task)
+            if needs:
+                preload(needs)
         yield entry
+
+
+def task_needs(task_id: str) -> list[str]:
+    """The model capabilities of ``task_id`` and its judges, as ``judge:ROLE`` for each role the
+    task asks (the catalog's ``judge`` stands for them all: OCR tasks ask ``ocr`` and
+    ``ocr_second``)."""
+    info = CATALOG.get(task_id)
+    if info is None or not info.needs:
+        return []
+    judged = any(judge_role(need) is not None for need in info.needs)
+    roles = getattr(TASK_REGISTRY.get(task_id), "roles", ()) if judged and info.implemented else ()
+    return [*info.capabilities, *(f"judge:{role}" for role in roles)]
 
 
 def served_worker(address: str, token: str, initializer: Any, initargs: tuple[Any, ...]) -> None:
