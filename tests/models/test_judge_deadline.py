@@ -153,6 +153,25 @@ def test_an_item_waiting_for_the_in_process_judge_takes_its_timeout_while_it_wai
     assert lengths == []  # its turn never came
 
 
+def test_a_reply_finished_past_its_deadline_is_refused(generated, monkeypatch):
+    from mmverify.models import judge_local
+
+    judge, lengths = generated
+    now = [0.0]  # the deadline does not pass while tokens are generated, only as generation returns
+    monkeypatch.setattr(judge_local, "shared_clock", lambda: now[0])
+    generate = judge._model.generate
+
+    def finishes_late(**inputs):  # type: ignore[no-untyped-def]
+        output = generate(**inputs)
+        now[0] = 10.0
+        return output
+
+    monkeypatch.setattr(judge._model, "generate", finishes_late)
+    with pytest.raises(ScoringError, match="while it was generated") as error:
+        judge.computation(("generate", MAX_TOKENS))([(QUESTION, [], 5.0)])
+    assert error.value.code == ErrorCode.TIMEOUT and lengths == [MAX_TOKENS]  # not cut, and still no one's
+
+
 @pytest.mark.slow
 def test_a_served_question_whose_item_timed_out_while_it_waited_is_never_generated(tiny_qwen, tmp_path, monkeypatch):  # noqa: F811
     """The realistic case: the model process is busy with another worker's generation while an

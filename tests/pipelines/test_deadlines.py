@@ -147,6 +147,30 @@ def test_the_main_threads_alarm_is_the_threads_deadline_while_it_runs():
     assert waits.current_due() is None and waits.shared_due() is None
 
 
+def test_an_alarm_that_lands_as_it_is_disarmed_leaves_no_deadline_behind(monkeypatch):
+    """The alarm of an item that ends just as it is due can raise while it is being disarmed; the
+    thread's deadline and the signal's handler are put back all the same."""
+    import signal
+
+    from mmverify.pipelines import execute
+
+    setitimer, landed = signal.setitimer, []
+
+    def lands_at_disarm(which: int, seconds: float, *interval: float) -> object:
+        if seconds == 0 and not landed:
+            landed.append(True)
+            setitimer(which, 0)
+            raise ItemTimeout()  # as the alarm's handler does, at this very call
+        return setitimer(which, seconds, *interval)
+
+    monkeypatch.setattr(execute.signal, "setitimer", lands_at_disarm)
+    handler = signal.getsignal(signal.SIGALRM)
+    with pytest.raises(ItemTimeout):
+        with execute._alarm(HANG_GUARD_S):
+            pass
+    assert landed and waits.current_due() is None and signal.getsignal(signal.SIGALRM) is handler
+
+
 def test_a_waiting_thread_wakes_in_time_for_its_own_deadline_and_rarely_without_one():
     assert waits.wait_s() == waits.IDLE_S  # no deadline: only the safety net
     with deadline(HANG_GUARD_S):

@@ -564,13 +564,15 @@ def test_the_model_process_loads_the_local_judge_a_task_names(tmp_path, monkeypa
     from tests.models.test_judge import build_tiny_qwen25_vl
 
     monkeypatch.setenv("MMVERIFY_VLM_MODEL", f"transformers:{build_tiny_qwen25_vl(tmp_path / 'qwen')}")
+    monkeypatch.setenv("MMVERIFY_VLM_OCR_MODEL", f"transformers:{build_tiny_qwen25_vl(tmp_path / 'reader', seed=1)}")
     monkeypatch.delenv("MMVERIFY_VLM_BASE_URL", raising=False)
     monkeypatch.setenv("MMVERIFY_VLM_CACHE", "off")
     monkeypatch.setattr(hub, "_HUB", None)  # the model process's hub
-    judge = hub.get_hub().judge("ocr")  # the role i_ocr asks, configured as the default one
-    assert judge._model is None
+    reader, default = hub.get_hub().judge("ocr"), hub.get_hub().judge("default")  # i_ocr asks the first alone
+    assert reader is not default and reader._model is None
     serving_module.preload(serving_module.task_needs("i_ocr"))
-    assert hub.get_hub().judge("ocr") is judge and judge._model is not None  # loaded before any question
+    assert hub.get_hub().judge("ocr") is reader and reader._model is not None  # loaded before any question
+    assert default._model is None  # a judge no task of the run asks is not loaded
 
 
 def test_the_parent_names_each_tasks_models_and_judges_once_as_its_first_item_passes():

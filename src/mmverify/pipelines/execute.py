@@ -205,22 +205,27 @@ def _alarm(seconds: float | None) -> Iterator[None]:
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     previous_due = waits.current_due()
-    signal.setitimer(signal.ITIMER_REAL, float(seconds))  # type: ignore[arg-type]
-    waits.set_due(time.monotonic() + float(seconds))  # what the thread's waits and a served judge keep to
     escaping: BaseException | None = None
     try:
-        yield
-    except BaseException as exc:
-        escaping = exc
-        raise
+        signal.setitimer(signal.ITIMER_REAL, float(seconds))  # type: ignore[arg-type]
+        waits.set_due(time.monotonic() + float(seconds))  # what the thread's waits and a served judge keep to
+        try:
+            yield
+        except BaseException as exc:
+            escaping = exc
+            raise
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            try:
+                end_if_late(fired, escaping)
+            finally:
+                escaping = None  # see end_if_late
     finally:
+        # also where the alarm, due just as the block ended, raised while it was being disarmed: a
+        # deadline left behind would be sent with a later warm-up's questions
+        waits.set_due(previous_due)
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-        waits.set_due(previous_due)
-        try:
-            end_if_late(fired, escaping)
-        finally:
-            escaping = None  # see end_if_late
 
 
 def timeout_row(item: WorkItem, seconds: float | None) -> dict[str, Any]:
