@@ -571,6 +571,17 @@ def build_tiny_qwen25_vl(folder: Path, seed: int = 0) -> Path:
     return folder
 
 
+def use_local_judge(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
+    """``path`` as the default judge, run in-process (``--vlm-model transformers:PATH``) without a
+    reply cache, and a fresh hub for this process (the one a serving loop in it answers with)."""
+    from mmverify.models import hub
+
+    monkeypatch.setenv("MMVERIFY_VLM_MODEL", f"transformers:{path}")
+    monkeypatch.delenv("MMVERIFY_VLM_BASE_URL", raising=False)
+    monkeypatch.setenv("MMVERIFY_VLM_CACHE", "off")
+    monkeypatch.setattr(hub, "_HUB", None)
+
+
 @pytest.fixture(scope="module")
 def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")

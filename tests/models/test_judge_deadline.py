@@ -15,7 +15,7 @@ from mmverify.core.errors import ErrorCode, ScoringError
 from mmverify.models.rows import Staged
 from mmverify.pipelines.deadlines import deadline
 from mmverify.pipelines.execute import ItemTimeout
-from tests.models.test_judge import IMAGE_A, tiny_qwen  # noqa: F401
+from tests.models.test_judge import IMAGE_A, tiny_qwen, use_local_judge  # noqa: F401
 from tests.waiting import wait_until
 
 QUESTION = "Is there a cat? Answer Yes or No."
@@ -183,10 +183,7 @@ def test_a_served_question_whose_item_timed_out_while_it_waited_is_never_generat
     from mmverify.pipelines import model_process as serving_module
     from tests.pipelines.test_model_process import close, serving_loop
 
-    monkeypatch.setenv("MMVERIFY_VLM_MODEL", f"transformers:{tiny_qwen}")
-    monkeypatch.delenv("MMVERIFY_VLM_BASE_URL", raising=False)
-    monkeypatch.setenv("MMVERIFY_VLM_CACHE", "off")
-    monkeypatch.setattr(hub, "_HUB", None)  # what the serving loop answers with
+    use_local_judge(monkeypatch, tiny_qwen)  # what the serving loop answers with
     expected = _judge(tiny_qwen).ask(QUESTION, [IMAGE_A], max_tokens=MAX_TOKENS)
     launched: list[object] = []
     launch = serving_module._launch

@@ -430,7 +430,7 @@ def test_tempo_and_judged_rows_through_a_model_process_are_the_bytes_of_one_proc
     from PIL import Image
 
     from tests.models.test_beats import build_tiny_beat_this, drum_track
-    from tests.models.test_judge import build_tiny_qwen25_vl
+    from tests.models.test_judge import build_tiny_qwen25_vl, use_local_judge
 
     checkpoint = build_tiny_beat_this(tmp_path / "beat_this" / "tiny.ckpt")
     rows = [json.loads(line) for line in (mmmg_instructions / "a_music_attribute.jsonl").read_text().splitlines() if line.strip()]
@@ -448,9 +448,7 @@ def test_tempo_and_judged_rows_through_a_model_process_are_the_bytes_of_one_proc
         items.append({"task": task, "instance_id": f"{task}/{n}", "parts": [{"type": "image", "path": f"p{n}.png"}]})
     manifest = write_manifest(tmp_path / "manifest.jsonl", items)
     monkeypatch.setenv("MMVERIFY_MODELS", f"beat_tracker=beat-this@{checkpoint}")
-    monkeypatch.setenv("MMVERIFY_VLM_MODEL", f"transformers:{build_tiny_qwen25_vl(tmp_path / 'qwen')}")
-    monkeypatch.delenv("MMVERIFY_VLM_BASE_URL", raising=False)
-    monkeypatch.setenv("MMVERIFY_VLM_CACHE", "off")
+    use_local_judge(monkeypatch, build_tiny_qwen25_vl(tmp_path / "qwen"))
     monkeypatch.setenv("MMVERIFY_NO_OUTPUT_CACHE", "1")
     monkeypatch.setenv("MMVERIFY_CACHE_DIR", str(tmp_path / "cache"))
     served = run_score(ScoreConfig(manifest=manifest, out=tmp_path / "served", instructions=mmmg_instructions, workers=2, model_process=True))
@@ -561,13 +559,10 @@ def test_the_model_process_loads_the_servable_models_it_is_told_of_before_any_ba
 @pytest.mark.slow
 def test_the_model_process_loads_the_local_judge_a_task_names(tmp_path, monkeypatch):
     from mmverify.models import hub
-    from tests.models.test_judge import build_tiny_qwen25_vl
+    from tests.models.test_judge import build_tiny_qwen25_vl, use_local_judge
 
-    monkeypatch.setenv("MMVERIFY_VLM_MODEL", f"transformers:{build_tiny_qwen25_vl(tmp_path / 'qwen')}")
+    use_local_judge(monkeypatch, build_tiny_qwen25_vl(tmp_path / "qwen"))  # with the model process's hub
     monkeypatch.setenv("MMVERIFY_VLM_OCR_MODEL", f"transformers:{build_tiny_qwen25_vl(tmp_path / 'reader', seed=1)}")
-    monkeypatch.delenv("MMVERIFY_VLM_BASE_URL", raising=False)
-    monkeypatch.setenv("MMVERIFY_VLM_CACHE", "off")
-    monkeypatch.setattr(hub, "_HUB", None)  # the model process's hub
     reader, default = hub.get_hub().judge("ocr"), hub.get_hub().judge("default")  # i_ocr asks the first alone
     assert reader is not default and reader._model is None
     serving_module.preload(serving_module.task_needs("i_ocr"))
@@ -738,15 +733,11 @@ def test_every_servable_backend_computes_the_bytes_of_a_local_one(kind, tmp_path
 def test_a_served_local_judge_replies_as_a_local_one(tmp_path, monkeypatch, serving_here):
     """A judge of ``--vlm-model transformers:PATH`` generates in the model process, which finds its
     copy by the judge's role: the same replies and counts as a local copy, no weights here."""
-    from mmverify.models import hub
     from mmverify.models.judge_local import TransformersVLMJudge
-    from tests.models.test_judge import IMAGE_A, IMAGE_B, build_tiny_qwen25_vl
+    from tests.models.test_judge import IMAGE_A, IMAGE_B, build_tiny_qwen25_vl, use_local_judge
 
     path = build_tiny_qwen25_vl(tmp_path / "qwen")
-    monkeypatch.setenv("MMVERIFY_VLM_MODEL", f"transformers:{path}")
-    monkeypatch.delenv("MMVERIFY_VLM_BASE_URL", raising=False)
-    monkeypatch.setenv("MMVERIFY_VLM_CACHE", "off")
-    monkeypatch.setattr(hub, "_HUB", None)  # what the serving loop answers with
+    use_local_judge(monkeypatch, path)  # what the serving loop answers with
     questions = [("Is there a cat? Answer Yes or No.", [IMAGE_A]), ("Text only?", []), ("Which is larger?", [IMAGE_A, IMAGE_B])]
     local = TransformersVLMJudge(str(path))
     counts = local.usage  # one set of counters per judge identity, in this process
@@ -769,12 +760,11 @@ def test_a_served_local_judge_replies_as_a_local_one(tmp_path, monkeypatch, serv
 
 def test_a_hub_in_a_served_worker_has_its_local_judges_generate_there(tmp_path, monkeypatch):
     from mmverify.models import hub
+    from tests.models.test_judge import use_local_judge
 
     clients = {"batches": object(), "judge": object()}
     monkeypatch.setattr(hub, "model_client", lambda channel="batches": clients[channel])
-    monkeypatch.setenv("MMVERIFY_VLM_MODEL", f"transformers:{tmp_path / 'judge'}")
-    monkeypatch.delenv("MMVERIFY_VLM_BASE_URL", raising=False)
-    monkeypatch.setenv("MMVERIFY_VLM_CACHE", "off")
+    use_local_judge(monkeypatch, tmp_path / "judge")
     monkeypatch.setenv("MMVERIFY_VLM_LLM_MODEL", "gpt-4o")
     monkeypatch.setenv("MMVERIFY_VLM_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     judge = hub.ModelHub().judge("spatial")

@@ -17,11 +17,9 @@ import time
 IDLE_S = 0.5  # the longest single wait
 LATE_S = 0.005  # how long after its deadline a wait ends (the watchdog raises the timeout at it)
 PAST_DUE_S = 0.05  # once the deadline has passed: how often to look whether the timeout has come
+OWN_TIMEOUT_GRACE_S = 1.0  # how long past its deadline a thread waits for its own timeout to land
 
 _LOCAL = threading.local()
-
-
-OWN_TIMEOUT_GRACE_S = 1.0  # how long past its deadline a thread waits for its own timeout to land
 
 
 def set_due(due: float | None) -> None:
